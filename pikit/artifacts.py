@@ -1,0 +1,245 @@
+"""Fill the controller's artifact cache, from which every role installs.
+
+Nodes never download anything: roles copy from this cache. Sources, in order:
+1. a file the user already placed in the cache (verified against the manifest
+   when it is listed there, trusted as the user's choice when it is not);
+2. the Apache release archive, with its published SHA-512 checked;
+3. Maven Central: the runtime dependency closure of the component's artifacts,
+   resolved by Maven with strict checksums, laid out like the official tarball
+   (`<name>/libs/*.jar`) and packed into a reproducible tarball.
+
+`MANIFEST.json` records the sha256 of every file. A re-run with a full cache
+only re-hashes files; a file whose hash no longer matches is fetched again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pikit.phases import die, phase, run, say
+
+REPO = Path(__file__).resolve().parents[1]
+APACHE_ARCHIVE = os.environ.get("PIKIT_APACHE_ARCHIVE", "https://archive.apache.org/dist")
+# Kafka's own tarball ships these too; the broker does not start without a logging backend.
+# slf4j-api is pinned because Maven's nearest-wins mediation otherwise picks a 1.7 API
+# (via metrics-core) that the log4j 2 binding cannot serve.
+KAFKA_LOGGING = [
+    ("org.apache.logging.log4j", "log4j-core", "2.24.3"),
+    ("org.apache.logging.log4j", "log4j-slf4j2-impl", "2.24.3"),
+    ("org.slf4j", "slf4j-api", "2.0.17"),
+]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PIKIT_ARTIFACTS", REPO / "artifacts"))
+
+
+def role_default(role: str, key: str) -> str:
+    """Component versions live in the role's defaults: one place, read by both sides."""
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
+    return str(defaults[key])
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class Manifest:
+    path: Path
+    files: dict[str, dict[str, str | int]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        if path.exists():
+            return cls(path, json.loads(path.read_text()).get("files", {}))
+        return cls(path)
+
+    def verified(self, rel: str) -> bool:
+        """True when the file exists and matches the hash recorded for it."""
+        entry = self.files.get(rel)
+        target = self.path.parent / rel
+        if entry is None or not target.exists():
+            return False
+        if target.stat().st_size == entry["size"] and sha256_of(target) == entry["sha256"]:
+            return True
+        say(f"{rel}: checksum mismatch, fetching it again")
+        target.unlink()
+        del self.files[rel]
+        return False
+
+    def record(self, rel: str, source: str) -> None:
+        target = self.path.parent / rel
+        self.files[rel] = {"sha256": sha256_of(target), "size": target.stat().st_size, "source": source}
+        self.save()
+
+    def save(self) -> None:
+        body = json.dumps({"files": dict(sorted(self.files.items()))}, indent=2) + "\n"
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(body)
+        tmp.replace(self.path)
+
+
+def _download(url: str, dest: Path, timeout: float = 8.0) -> None:
+    part = dest.with_name(dest.name + ".part")
+    with urllib.request.urlopen(url, timeout=timeout) as response, part.open("wb") as out:
+        shutil.copyfileobj(response, out)
+    part.replace(dest)
+
+
+def _published_sha512(url: str) -> str:
+    """Parse Apache's `.sha512` files, either `gpg --print-md` style or `sha512sum` style."""
+    with urllib.request.urlopen(url, timeout=8.0) as response:
+        text = response.read().decode()
+    if ":" in text.split("\n", 1)[0] or ":" in text:
+        text = text.split(":", 1)[1]
+    else:
+        text = text.split()[0]
+    return "".join(text.split()).lower()
+
+
+def from_apache_archive(project_path: str, filename: str, dest: Path) -> bool:
+    url = f"{APACHE_ARCHIVE}/{project_path}/{filename}"
+    try:
+        expected = _published_sha512(url + ".sha512")
+        _download(url, dest, timeout=30.0)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        say(f"Apache archive not reachable for {filename} ({exc}); falling back")
+        return False
+    digest = hashlib.sha512(dest.read_bytes()).hexdigest()
+    if digest != expected:
+        dest.unlink()
+        die(f"{filename} from {url} does not match its published SHA-512; refusing it")
+    return True
+
+
+def _pom(coordinates: list[tuple[str, str, str]]) -> str:
+    deps = "\n".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        for g, a, v in coordinates
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>pikit</groupId><artifactId>artifact-cache</artifactId><version>1</version>"
+        f"<packaging>pom</packaging><dependencies>{deps}</dependencies></project>\n"
+    )
+
+
+def maven_closure(coordinates: list[tuple[str, str, str]], libs: Path, log: Path) -> None:
+    """Copy the runtime dependency closure of `coordinates` into `libs/`."""
+    with tempfile.TemporaryDirectory() as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(_pom(coordinates))
+        run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "--strict-checksums",
+                "-f",
+                pom,
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={libs}",
+            ],
+            log=log,
+        )
+
+
+def reproducible_tarball(tree: Path, dest: Path) -> None:
+    """Pack `tree` so that the same jars always give the same bytes (stable manifest)."""
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = 0
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        paths = sorted(tree.rglob("*"))
+        tar.add(tree, arcname=tree.name, recursive=False, filter=normalise)
+        for path in paths:
+            tar.add(path, arcname=f"{tree.name}/{path.relative_to(tree)}", recursive=False, filter=normalise)
+    part = dest.with_name(dest.name + ".part")
+    with part.open("wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    part.replace(dest)
+
+
+def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
+    name = f"kafka_{scala}-{version}"
+    rel = f"kafka/{name}.tgz"
+    dest = cache_dir() / rel
+    if manifest.verified(rel):
+        say(f"{rel}: cached and verified")
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        say(f"{rel}: placed by the user, taking it as is")
+        manifest.record(rel, "user")
+        return
+    if from_apache_archive(f"kafka/{version}", f"{name}.tgz", dest):
+        manifest.record(rel, "apache-archive")
+        return
+    log = cache_dir() / ".logs" / f"{name}-maven.log"
+    with phase(f"resolve {name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
+        tree = Path(work) / name
+        maven_closure(
+            [("org.apache.kafka", f"kafka_{scala}", version), ("org.apache.kafka", "kafka-tools", version)]
+            + KAFKA_LOGGING,
+            tree / "libs",
+            log,
+        )
+        jars = sorted(p.name for p in (tree / "libs").glob("*.jar"))
+        if f"kafka_{scala}-{version}.jar" not in jars:
+            die(f"Maven did not deliver kafka_{scala}-{version}.jar; see {log}")
+        say(f"{len(jars)} jars")
+        reproducible_tarball(tree, dest)
+    manifest.record(rel, "maven-central")
+
+
+COMPONENTS: dict[str, Callable[[Manifest], None]] = {
+    "kafka": lambda m: fetch_kafka(
+        m, role_default("kafka", "kafka_version"), role_default("kafka", "kafka_scala_version")
+    ),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("components", nargs="*", choices=[*COMPONENTS, []], help="default: all")
+    args = parser.parse_args(argv)
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest.load(root / "MANIFEST.json")
+    with phase(f"artifact cache {root}"):
+        for name in args.components or list(COMPONENTS):
+            with phase(name):
+                COMPONENTS[name](manifest)
+        total = sum(int(e["size"]) for e in manifest.files.values())
+        say(f"{len(manifest.files)} files, {total / 1e6:.1f} MB, manifest {manifest.path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""The lab: podman containers with systemd and sshd that stand in for Raspberry Pis.
+
+This is the project's one create/destroy implementation: `make lab`, the demo,
+molecule's create/destroy playbooks and the tests all call it.
+
+    python -m pikit.lab up   [--inventory inventory/lab] [--arch arm64]
+    python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...]
+    python -m pikit.lab down [--lab NAME | --all]
+    python -m pikit.lab status
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pikit.lab_image import ensure_image, host_arch, ssh_key
+from pikit.phases import die, phase, run, say
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_LAB = "pikit-lab"
+LABEL = "pikit.lab"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    name: str
+    subnet: str
+    nodes: tuple[Node, ...]
+    suite: str = "bookworm"
+
+    def validate(self) -> None:
+        net = ipaddress.ip_network(self.subnet)
+        seen: dict[str, str] = {}
+        for node in self.nodes:
+            if ipaddress.ip_address(node.ip) not in net:
+                die(f"host {node.name}: ansible_host {node.ip} is outside lab_subnet {self.subnet}")
+            if node.ip in seen:
+                die(f"hosts {seen[node.ip]} and {node.name} share ansible_host {node.ip}")
+            seen[node.ip] = node.name
+
+
+def spec_from_inventory(inventory: Path) -> LabSpec:
+    """Read the lab's shape from the very inventory the playbooks use."""
+    proc = run(["ansible-inventory", "-i", inventory, "--list"], capture=True)
+    data = json.loads(proc.stdout)
+    hostvars: dict[str, dict[str, str]] = data.get("_meta", {}).get("hostvars", {})
+    if not hostvars:
+        die(f"inventory {inventory} has no hosts")
+    missing = [h for h, v in hostvars.items() if "ansible_host" not in v]
+    if missing:
+        die(f"inventory {inventory}: ansible_host is not set for {', '.join(sorted(missing))}")
+    any_vars = next(iter(hostvars.values()))
+    for key in ("lab_name", "lab_subnet"):
+        if key not in any_vars:
+            die(f"inventory {inventory}: {key} is not set (group_vars/all.yml)")
+    return LabSpec(
+        name=any_vars["lab_name"],
+        subnet=any_vars["lab_subnet"],
+        suite=any_vars.get("lab_suite", "bookworm"),
+        nodes=tuple(Node(h, v["ansible_host"]) for h, v in sorted(hostvars.items())),
+    )
+
+
+def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    return run(["podman", *args], capture=True, check=check)
+
+
+def _ensure_network(spec: LabSpec) -> None:
+    if _podman("network", "exists", spec.name, check=False).returncode == 0:
+        return
+    gateway = str(next(ipaddress.ip_network(spec.subnet).hosts()))
+    _podman("network", "create", "--subnet", spec.subnet, "--gateway", gateway, "--label", f"{LABEL}={spec.name}", spec.name)
+
+
+def _running_containers(lab: str | None) -> dict[str, str]:
+    """name -> state of this lab's containers (every lab's when `lab` is None)."""
+    flt = f"label={LABEL}={lab}" if lab else f"label={LABEL}"
+    out = _podman("ps", "-a", "--filter", flt, "--format", "{{.Names}} {{.State}}").stdout.decode()
+    return dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
+
+
+def _wait_for_ssh(node: Node, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((node.ip, 22), timeout=2) as conn:
+                if conn.recv(4).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    logs = _podman("logs", "--tail", "20", node.name, check=False).stdout.decode(errors="replace")
+    die(f"{node.name} ({node.ip}): sshd did not answer in time; container log tail:\n{logs}")
+
+
+def up(spec: LabSpec, arch: str | None = None) -> None:
+    spec.validate()
+    arch = arch or host_arch()
+    ssh_key()
+    image = ensure_image(spec.suite, arch)
+    with phase(f"lab {spec.name}: {len(spec.nodes)} nodes on {spec.subnet}"):
+        _ensure_network(spec)
+        existing = _running_containers(spec.name)
+        for node in spec.nodes:
+            state = existing.get(node.name)
+            if state == "running":
+                continue
+            if state is not None:
+                _podman("rm", "-f", node.name)
+            _podman(
+                "run", "-d",
+                "--name", node.name,
+                "--hostname", node.name,
+                "--network", spec.name,
+                "--ip", node.ip,
+                "--systemd=always",
+                # A private /etc/hosts: the common role manages it as on a real Pi.
+                "--no-hosts",
+                "--label", f"{LABEL}={spec.name}",
+                "--arch", arch,
+                image,
+                "/sbin/init",
+            )  # fmt: skip
+        deadline = time.monotonic() + (60 if arch == host_arch() else 300)
+        for node in spec.nodes:
+            _wait_for_ssh(node, deadline)
+        for node in spec.nodes:
+            say(f"{node.name:<16} {node.ip}")
+
+
+def down(lab: str | None) -> None:
+    with phase(f"remove lab {lab or '(all pikit labs)'}"):
+        names = list(_running_containers(lab))
+        if names:
+            _podman("rm", "-f", "-t", "2", *names)
+        flt = f"label={LABEL}={lab}" if lab else f"label={LABEL}"
+        networks = _podman("network", "ls", "--filter", flt, "--format", "{{.Name}}").stdout.decode().split()
+        if networks:
+            _podman("network", "rm", "-f", *networks)
+        say(f"removed {len(names)} containers, {len(networks)} networks")
+
+
+def status() -> None:
+    for name, state in sorted(_running_containers(None).items()):
+        print(f"{name:<20} {state}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="build the image if needed and start the lab")
+    p_up.add_argument("--inventory", type=Path, default=REPO / "inventory/lab")
+    p_up.add_argument("--lab", help="lab name (with --node: not read from an inventory)")
+    p_up.add_argument("--subnet")
+    p_up.add_argument("--suite", default="bookworm")
+    p_up.add_argument("--node", action="append", default=[], metavar="NAME=IP")
+    p_up.add_argument("--arch", help="image architecture, e.g. arm64 (emulated)")
+    p_down = sub.add_parser("down", help="remove a lab's containers and network")
+    p_down.add_argument("--lab", default=DEFAULT_LAB)
+    p_down.add_argument("--all", action="store_true", help="every pikit lab on this machine")
+    sub.add_parser("status")
+    sub.add_parser("image", help="build the base image only").add_argument("--arch")
+    args = parser.parse_args(argv)
+
+    if args.command == "up":
+        if args.node:
+            if not (args.lab and args.subnet):
+                die("--node needs --lab and --subnet")
+            nodes = tuple(Node(*item.split("=", 1)) for item in args.node)
+            spec = LabSpec(args.lab, args.subnet, nodes, args.suite)
+        else:
+            spec = spec_from_inventory(args.inventory)
+        up(spec, args.arch)
+    elif args.command == "down":
+        down(None if args.all else args.lab)
+    elif args.command == "image":
+        ssh_key()
+        ensure_image(arch=args.arch)
+    else:
+        status()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Build the lab's "Pi" base image without a registry: debootstrap + podman import.
+
+This file *is* the image recipe: its content hash (plus the lab SSH key, suite
+and architecture) labels the image, so the image is rebuilt exactly when this
+recipe changes and reused otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from pikit.phases import phase, run, say
+
+PACKAGES = [
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "python3",
+    "python3-apt",
+    "sudo",
+    "iproute2",
+    "procps",
+    "openssh-server",
+    "ca-certificates",
+]
+
+# Under qemu-user emulation these units fail with status=243/CREDENTIALS.
+_EMULATION_CREDENTIAL_UNITS = [
+    "systemd-sysusers.service",
+    "systemd-tmpfiles-setup.service",
+    "systemd-tmpfiles-setup-dev.service",
+]
+
+_SSH_HOSTKEY_DROPIN = """\
+# Each container makes its own host keys on first boot (the image ships none).
+[Service]
+ExecStartPre=
+ExecStartPre=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/sbin/sshd -t
+"""
+
+
+def lab_home() -> Path:
+    default = Path.home() / ".local/share/pikit/lab"
+    return Path(os.environ.get("PIKIT_LAB_HOME", default))
+
+
+def ssh_key() -> Path:
+    """The lab's SSH identity, created once per machine and baked into the image."""
+    key = lab_home() / "ssh/id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pikit-lab", "-f", key])
+    return key
+
+
+def host_arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}.get(
+        platform.machine(), platform.machine()
+    )
+
+
+def image_name(suite: str, arch: str) -> str:
+    return f"localhost/pikit-node:{suite}-{arch}"
+
+
+def recipe_hash(suite: str, arch: str) -> str:
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(Path(f"{ssh_key()}.pub").read_bytes())
+    digest.update(f"{suite}/{arch}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _current_label(image: str) -> str | None:
+    proc = subprocess.run(
+        ["podman", "image", "inspect", "--format", '{{ index .Labels "pikit.recipe" }}', image],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def debian_mirror() -> str:
+    if "PIKIT_DEBIAN_MIRROR" in os.environ:
+        return os.environ["PIKIT_DEBIAN_MIRROR"]
+    for sources in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    return "http://deb.debian.org/debian"
+
+
+def _enable_emulation(arch: str) -> None:
+    qemu = {"arm64": "aarch64", "armhf": "arm"}[arch]
+    if not Path(f"/usr/bin/qemu-{qemu}-static").exists():
+        run(["apt-get", "install", "-y", "-qq", "qemu-user-static", "binfmt-support"])
+    if not Path("/proc/sys/fs/binfmt_misc/status").exists():
+        run(["mount", "-t", "binfmt_misc", "binfmt_misc", "/proc/sys/fs/binfmt_misc"])
+    run(["update-binfmts", "--enable", f"qemu-{qemu}"], check=False)
+
+
+def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
+    for hostkey in (rootfs / "etc/ssh").glob("ssh_host_*"):
+        hostkey.unlink()
+    dropin = rootfs / "etc/systemd/system/ssh.service.d/hostkeys.conf"
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text(_SSH_HOSTKEY_DROPIN)
+
+    ssh_dir = rootfs / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    authorized = ssh_dir / "authorized_keys"
+    authorized.write_text(Path(f"{ssh_key()}.pub").read_text())
+    authorized.chmod(0o600)
+
+    # minbase has no netbase; a real Pi OS has these lines (podman runs with --no-hosts).
+    (rootfs / "etc/hosts").write_text(
+        "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
+    )
+
+    # An empty machine-id makes systemd generate a fresh one per container.
+    (rootfs / "etc/machine-id").write_text("")
+    dbus_id = rootfs / "var/lib/dbus/machine-id"
+    dbus_id.parent.mkdir(parents=True, exist_ok=True)
+    dbus_id.unlink(missing_ok=True)
+    dbus_id.symlink_to("/etc/machine-id")
+
+    if emulated:
+        for unit in _EMULATION_CREDENTIAL_UNITS:
+            unit_dropin = rootfs / f"etc/systemd/system/{unit}.d/no-credentials.conf"
+            unit_dropin.parent.mkdir(parents=True, exist_ok=True)
+            unit_dropin.write_text("[Service]\nLoadCredential=\n")
+
+    run(["chroot", rootfs, "apt-get", "clean"])
+    shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
+    (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True)
+    # An old lists dir tells Ansible's apt cache_valid_time that the cache is stale.
+    os.utime(rootfs / "var/lib/apt/lists", (0, 0))
+
+
+def ensure_image(suite: str = "bookworm", arch: str | None = None) -> str:
+    """Return the image name, building it only when the recipe changed."""
+    arch = arch or host_arch()
+    image = image_name(suite, arch)
+    wanted = recipe_hash(suite, arch)
+    if _current_label(image) == wanted:
+        say(f"image {image} is current (recipe {wanted})")
+        return image
+    build = lab_home() / "build"
+    rootfs = build / f"rootfs-{suite}-{arch}"
+    log = build / f"image-{suite}-{arch}.log"
+    log.unlink(missing_ok=True)
+    emulated = arch != host_arch()
+    with phase(f"build lab image {image} (log: {log})"):
+        if rootfs.exists():
+            shutil.rmtree(rootfs)
+        rootfs.mkdir(parents=True)
+        if emulated:
+            _enable_emulation(arch)
+        with phase("debootstrap"):
+            run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--arch={arch}",
+                    f"--include={','.join(PACKAGES)}",
+                    suite,
+                    rootfs,
+                    debian_mirror(),
+                ],
+                log=log,
+            )
+        _prepare_rootfs(rootfs, emulated)
+        with phase("podman import"):
+            importer = shlex.join(
+                [
+                    "podman",
+                    "import",
+                    f"--arch={arch}",
+                    "--change",
+                    'CMD ["/sbin/init"]',
+                    "--change",
+                    f"LABEL pikit.recipe={wanted}",
+                    "-",
+                    image,
+                ]
+            )
+            run(["sh", "-c", f"tar -C {shlex.quote(str(rootfs))} -c . | {importer}"], log=log)
+        shutil.rmtree(rootfs)
+    return image
