@@ -106,15 +106,19 @@ def _download(url: str, dest: Path, timeout: float = 8.0) -> None:
     part.replace(dest)
 
 
+def parse_sha512_file(text: str) -> str:
+    """Apache publishes `name: AB12 CD34 ...` (gpg --print-md) or `ab12cd34...  name` (sha512sum)."""
+    first = text.split(maxsplit=1)[0] if text.strip() else ""
+    digest = text.split(":", 1)[1] if first.endswith(":") else first
+    digest = "".join(digest.split()).lower()
+    if len(digest) != 128 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"not a SHA-512 checksum file: {text[:80]!r}")
+    return digest
+
+
 def _published_sha512(url: str) -> str:
-    """Parse Apache's `.sha512` files, either `gpg --print-md` style or `sha512sum` style."""
     with urllib.request.urlopen(url, timeout=8.0) as response:
-        text = response.read().decode()
-    if ":" in text.split("\n", 1)[0] or ":" in text:
-        text = text.split(":", 1)[1]
-    else:
-        text = text.split()[0]
-    return "".join(text.split()).lower()
+        return parse_sha512_file(response.read().decode())
 
 
 def from_apache_archive(project_path: str, filename: str, dest: Path) -> bool:
@@ -122,7 +126,7 @@ def from_apache_archive(project_path: str, filename: str, dest: Path) -> bool:
     try:
         expected = _published_sha512(url + ".sha512")
         _download(url, dest, timeout=30.0)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (urllib.error.URLError, OSError, TimeoutError, ValueError) as exc:
         say(f"Apache archive not reachable for {filename} ({exc}); falling back")
         return False
     digest = hashlib.sha512(dest.read_bytes()).hexdigest()
@@ -182,7 +186,7 @@ def reproducible_tarball(tree: Path, dest: Path) -> None:
         for path in paths:
             tar.add(path, arcname=f"{tree.name}/{path.relative_to(tree)}", recursive=False, filter=normalise)
     part = dest.with_name(dest.name + ".part")
-    with part.open("wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+    with part.open("wb") as out, gzip.GzipFile(filename="", fileobj=out, mode="wb", mtime=0) as gz:
         gz.write(raw.getvalue())
     part.replace(dest)
 
@@ -206,8 +210,11 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     with phase(f"resolve {name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
         tree = Path(work) / name
         maven_closure(
-            [("org.apache.kafka", f"kafka_{scala}", version), ("org.apache.kafka", "kafka-tools", version)]
-            + KAFKA_LOGGING,
+            [
+                ("org.apache.kafka", f"kafka_{scala}", version),
+                ("org.apache.kafka", "kafka-tools", version),
+                *KAFKA_LOGGING,
+            ],
             tree / "libs",
             log,
         )

@@ -82,7 +82,17 @@ def _ensure_network(spec: LabSpec) -> None:
     if _podman("network", "exists", spec.name, check=False).returncode == 0:
         return
     gateway = str(next(ipaddress.ip_network(spec.subnet).hosts()))
-    _podman("network", "create", "--subnet", spec.subnet, "--gateway", gateway, "--label", f"{LABEL}={spec.name}", spec.name)
+    _podman(
+        "network",
+        "create",
+        "--subnet",
+        spec.subnet,
+        "--gateway",
+        gateway,
+        "--label",
+        f"{LABEL}={spec.name}",
+        spec.name,
+    )
 
 
 def _running_containers(lab: str | None) -> dict[str, str]:

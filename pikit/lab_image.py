@@ -120,9 +120,7 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     authorized.chmod(0o600)
 
     # minbase has no netbase; a real Pi OS has these lines (podman runs with --no-hosts).
-    (rootfs / "etc/hosts").write_text(
-        "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
-    )
+    (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n")
 
     # An empty machine-id makes systemd generate a fresh one per container.
     (rootfs / "etc/machine-id").write_text("")

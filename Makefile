@@ -1,0 +1,45 @@
+# The kit's entry points. `make help` lists them.
+SHELL := /bin/bash
+PY := .venv/bin/python
+ARCH ?=
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+bootstrap: ## install Debian packages, podman settings and the Python venv (idempotent)
+	@echo "==> bootstrap"; bash scripts/bootstrap.sh
+
+artifacts: bootstrap ## fill the controller's artifact cache (artifacts/)
+	@$(PY) -m pikit.artifacts
+
+lab: bootstrap ## build the Pi image if needed and start the lab from inventory/lab (ARCH=arm64 to emulate)
+	@$(PY) -m pikit.lab up $(if $(ARCH),--arch $(ARCH))
+
+lab-down: ## remove the lab's containers and network
+	@$(PY) -m pikit.lab down
+
+lab-status: ## list the lab containers on this machine
+	@$(PY) -m pikit.lab status
+
+demo: bootstrap ## the main job on the local lab: cluster up, provisioned by playbooks/site.yml
+	@$(PY) -m pikit.pipeline demo
+
+test: bootstrap ## everything CI runs: lint, unit, integration, molecule
+	@$(PY) -m pikit.pipeline test
+
+lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
+	@$(PY) -m pikit.pipeline lint
+
+unit: bootstrap ## unit tests only
+	@$(PY) -m pytest -q tests/unit
+
+integration: bootstrap artifacts ## integration tests only (real Kafka from the cache)
+	@$(PY) -m pytest -q tests/integration
+
+molecule: bootstrap ## every molecule scenario
+	@for s in roles/*/molecule/*/molecule.yml; do r=$${s#roles/}; r=$${r%%/*}; n=$$(basename $$(dirname $$s)); \
+	  (cd roles/$$r && molecule test -s $$n) || exit 1; done

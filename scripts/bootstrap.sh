@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs everything the kit needs on a fresh Debian 12 controller (as root):
+# Debian packages, podman's settings for this kind of machine, and the Python venv.
+# Idempotent and quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+say() { printf '    %s\n' "$*"; }
+
+APT_PACKAGES=(
+  podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit
+  debootstrap openssh-client python3-venv maven openjdk-17-jre-headless kcat
+)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  say "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "apt: all ${#APT_PACKAGES[@]} packages present"
+fi
+
+# Root here lacks CAP_SYS_RESOURCE (hard nofile 20000) and crun refuses the
+# host's hybrid cgroups: without these two settings no container starts.
+conf=/etc/containers/containers.conf
+if ! grep -qs 'pikit' "$conf"; then
+  say "podman: writing $conf"
+  mkdir -p /etc/containers
+  cat >"$conf" <<'CONF'
+# written by pikit scripts/bootstrap.sh
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=20000:20000"]
+[engine]
+runtime = "runc"
+CONF
+fi
+
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+  say "python: creating .venv from requirements.txt"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" >"$stamp"
+else
+  say "python: .venv matches requirements.txt"
+fi
+say "bootstrap done in $(($(date +%s) - started))s"

@@ -1,0 +1,29 @@
+"""The lab's shape is read from inventory/lab and checked before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from pikit.lab import REPO, LabSpec, Node, spec_from_inventory
+
+
+def test_lab_inventory_describes_the_lab() -> None:
+    spec = spec_from_inventory(REPO / "inventory/lab")
+    assert spec.name == "pikit-lab"
+    names = {n.name for n in spec.nodes}
+    assert {"pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2"} <= names
+    spec.validate()
+
+
+def test_address_outside_the_subnet_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = LabSpec("x", "10.89.90.0/24", (Node("pi-9", "10.89.91.5"),))
+    with pytest.raises(SystemExit):
+        spec.validate()
+    assert "pi-9" in capsys.readouterr().err
+
+
+def test_duplicate_addresses_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = LabSpec("x", "10.89.90.0/24", (Node("a", "10.89.90.5"), Node("b", "10.89.90.5")))
+    with pytest.raises(SystemExit):
+        spec.validate()
+    assert "share ansible_host 10.89.90.5" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""A broken inventory fails in preflight, naming the variable, before any host is touched.
+
+Hosts sit on loopback addresses with an SSH port nothing listens on: had the
+preflight connected anywhere, the run would say UNREACHABLE.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+
+def preflight(
+    tmp_path: Path, group_vars: dict[str, object], hosts: dict[str, dict[str, object]] | None = None
+) -> str:
+    hosts = hosts or {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.12"}}
+    inventory = {
+        "all": {
+            "vars": {"ansible_port": 1, **group_vars},
+            "children": {"kafka_broker": {"hosts": hosts}},
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [REPO / ".venv/bin/ansible-playbook", "-i", path, REPO / "playbooks/preflight.yml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert "UNREACHABLE" not in out, "preflight must not connect to any host"
+    return out if proc.returncode else "OK\n" + out
+
+
+def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
+    assert preflight(tmp_path, {}).startswith("OK")
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "named"),
+    [
+        ({"common_nofile_limit": "lots"}, "common_nofile_limit"),
+        ({"common_data_root": "srv/data"}, "common_data_root"),
+        ({"common_sysctl_apply": "sometimes"}, "common_sysctl_apply"),
+        ({"common_service_users": [{"groups": ["edge"]}]}, "name"),
+    ],
+)
+def test_a_bad_variable_is_named(tmp_path: Path, group_vars: dict[str, object], named: str) -> None:
+    out = preflight(tmp_path, group_vars)
+    assert not out.startswith("OK")
+    assert named in out
+
+
+def test_a_host_without_an_ip_is_named(tmp_path: Path) -> None:
+    out = preflight(
+        tmp_path,
+        {},
+        {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "pi-two.local"}},
+    )
+    assert "host pi-2: neither node_ip nor ansible_host is an IPv4 address" in out
+
+
+def test_duplicate_addresses_are_refused(tmp_path: Path) -> None:
+    out = preflight(
+        tmp_path,
+        {},
+        {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.11"}},
+    )
+    assert "share an address" in out
