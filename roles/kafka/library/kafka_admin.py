@@ -1,0 +1,313 @@
+#!/usr/bin/python
+"""Declarative Kafka topics and ACLs, and the health gate of the rolling restart.
+
+Runs on the controller (kafka-python, the admin client's mTLS identity) so no
+JVM tool has to start on a Pi for each check.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+DOCUMENTATION = r"""
+module: kafka_admin
+short_description: Reconcile Kafka topics and ACLs; report or wait for cluster health
+description:
+  - C(action=reconcile) creates missing topics, raises partition counts, sets the listed topic
+    configs (incrementally), and reports drift it will not fix (replication factor, fewer partitions).
+    It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed.
+  - C(action=health) reports under-replicated and offline partitions, registered brokers and the
+    metadata quorum's voter lag; with I(wait_timeout) it waits until the cluster is healthy.
+options:
+  action: {type: str, choices: [reconcile, health], default: reconcile, description: What to do.}
+  bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
+  security_protocol: {type: str, default: SSL, choices: [SSL, PLAINTEXT], description: Client protocol.}
+  ssl_cafile: {type: path, description: CA certificate (PEM).}
+  ssl_certfile: {type: path, description: Client key and certificate (one PEM bundle).}
+  topics: {type: list, elements: dict, default: [], description: Desired topics.}
+  acls: {type: list, elements: dict, default: [], description: Desired ACLs.}
+  remove_extra_acls: {type: bool, default: false, description: Delete ACLs that are not listed.}
+  expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
+  max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
+  wait_timeout: {type: int, default: 0, description: Seconds to wait for health (0 reports once).}
+author: pikit
+"""
+
+RETURN = r"""
+changes: {description: What was changed, type: list, returned: always}
+drift: {description: Differences left alone, type: list, returned: always}
+health: {description: The health report, type: dict, returned: when action=health}
+"""
+
+try:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    HAS_KAFKA = True
+except ImportError:  # reported by main() through fail_json
+    HAS_KAFKA = False
+
+
+def acl_key(
+    principal: str, resource_type: str, name: str, pattern: str, op: str, perm: str, host: str
+) -> tuple[str, ...]:
+    return (principal, resource_type.upper(), name, pattern.upper(), op.upper(), perm.upper(), host)
+
+
+def desired_acl_keys(acls: list[dict[str, Any]]) -> set[tuple[str, ...]]:
+    """Expand each entry's `operations` list into one key per ACL binding."""
+    keys = set()
+    for entry in acls:
+        for op in entry["operations"]:
+            keys.add(
+                acl_key(
+                    entry["principal"],
+                    entry["resource_type"],
+                    entry["resource_name"],
+                    entry.get("pattern_type", "literal"),
+                    op,
+                    entry.get("permission", "allow"),
+                    entry.get("host", "*"),
+                )
+            )
+    return keys
+
+
+def _acl_from_key(key: tuple[str, ...]) -> Any:
+    principal, rtype, name, pattern, op, perm, host = key
+    return ACL(
+        principal=principal,
+        host=host,
+        operation=ACLOperation[op],
+        permission_type=ACLPermissionType[perm],
+        resource_pattern=ResourcePattern(ResourceType[rtype], name, ACLResourcePatternType[pattern]),
+    )
+
+
+def _key_from_acl(acl: Any) -> tuple[str, ...]:
+    rp = acl.resource_pattern
+    return acl_key(
+        acl.principal,
+        ResourceType(rp.resource_type).name,
+        rp.resource_name,
+        ACLResourcePatternType(rp.pattern_type).name,
+        ACLOperation(acl.operation).name,
+        ACLPermissionType(acl.permission_type).name,
+        acl.host,
+    )
+
+
+def _all_acls_filter() -> Any:
+    return ACLFilter(
+        principal=None,
+        host=None,
+        operation=ACLOperation.ANY,
+        permission_type=ACLPermissionType.ANY,
+        resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+    )
+
+
+def reconcile_acls(
+    admin: Any, acls: list[dict[str, Any]], remove_extra: bool, check: bool
+) -> tuple[list[str], list[str]]:
+    changes: list[str] = []
+    drift: list[str] = []
+    existing = {_key_from_acl(a) for a in admin.describe_acls(_all_acls_filter())[0]}
+    wanted = desired_acl_keys(acls)
+    missing = sorted(wanted - existing)
+    extra = sorted(existing - wanted)
+    if missing:
+        changes += [f"add ACL {k}" for k in missing]
+        if not check:
+            result = admin.create_acls([_acl_from_key(k) for k in missing])
+            if result["failed"]:
+                raise RuntimeError(f"creating ACLs failed: {result['failed']}")
+    for key in extra:
+        if not remove_extra:
+            drift.append(f"ACL not in the inventory (kept; set kafka_acls_remove_extra): {key}")
+            continue
+        changes.append(f"remove ACL {key}")
+        if not check:
+            principal, rtype, name, pattern, op, perm, host = key
+            admin.delete_acls(
+                [
+                    ACLFilter(
+                        principal=principal,
+                        host=host,
+                        operation=ACLOperation[op],
+                        permission_type=ACLPermissionType[perm],
+                        resource_pattern=ResourcePatternFilter(
+                            ResourceType[rtype], name, ACLResourcePatternType[pattern]
+                        ),
+                    )
+                ]
+            )
+    return changes, drift
+
+
+def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
+    changes: list[str] = []
+    drift: list[str] = []
+    current = {t["name"]: t for t in admin.describe_topics() if not t.get("is_internal")}
+    to_create = []
+    for topic in topics:
+        name = topic["name"]
+        config = {k: str(v) for k, v in (topic.get("config") or {}).items()}
+        if name not in current:
+            changes.append(f"create topic {name}")
+            to_create.append(
+                NewTopic(
+                    name, int(topic["partitions"]), int(topic["replication_factor"]), topic_configs=config
+                )
+            )
+            continue
+        partitions = current[name]["partitions"]
+        have = len(partitions)
+        rf = len(partitions[0]["replica_nodes"]) if partitions else 0
+        if int(topic["partitions"]) > have:
+            changes.append(f"raise {name} partitions {have} -> {topic['partitions']}")
+            if not check:
+                admin.create_partitions({name: NewPartitions(int(topic["partitions"]))})
+        elif int(topic["partitions"]) < have:
+            drift.append(f"{name}: {have} partitions, inventory asks {topic['partitions']} (cannot shrink)")
+        if rf != int(topic["replication_factor"]):
+            drift.append(
+                f"{name}: replication factor {rf}, inventory asks {topic['replication_factor']} "
+                "(change it with a partition reassignment)"
+            )
+        if config:
+            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+            actual = {k: v["value"] for k, v in described["topic"][name].items()}
+            differing = {k: v for k, v in config.items() if actual.get(k) != v}
+            if differing:
+                changes.append(f"set {name} config {differing}")
+                if not check:
+                    admin.alter_configs(
+                        [ConfigResource(ConfigResourceType.TOPIC, name, configs=differing)], incremental=True
+                    )
+    if to_create and not check:
+        admin.create_topics(to_create)
+    return changes, drift
+
+
+def health_report(admin: Any, expect_brokers: int, max_lag: int) -> dict[str, Any]:
+    urp, offline = [], []
+    for topic in admin.describe_topics():
+        for p in topic["partitions"]:
+            where = f"{topic['name']}-{p['partition_index']}"
+            if p["leader_id"] < 0:
+                offline.append(where)
+            elif len(p["isr_nodes"]) < len(p["replica_nodes"]):
+                urp.append(where)
+    brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced"))
+    quorum = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+    hwm = quorum["high_watermark"]
+    lag = {v["replica_id"]: max(0, hwm - v["log_end_offset"]) for v in quorum["current_voters"]}
+    healthy = (
+        not urp
+        and not offline
+        and len(brokers) >= expect_brokers
+        and all(v <= max_lag for v in lag.values())
+        and quorum["leader_id"] >= 0
+    )
+    return {
+        "healthy": healthy,
+        "under_replicated": urp,
+        "offline": offline,
+        "brokers": brokers,
+        "quorum_leader": quorum["leader_id"],
+        "quorum_lag": lag,
+    }
+
+
+def connect(params: dict[str, Any]) -> Any:
+    options: dict[str, Any] = {
+        "bootstrap_servers": params["bootstrap_servers"],
+        "security_protocol": params["security_protocol"],
+        "request_timeout_ms": 15000,
+    }
+    if params["security_protocol"] == "SSL":
+        options.update(
+            ssl_cafile=params["ssl_cafile"], ssl_certfile=params["ssl_certfile"], ssl_check_hostname=True
+        )
+    return KafkaAdminClient(**options)
+
+
+def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
+    if params["action"] == "health":
+        deadline = time.monotonic() + params["wait_timeout"]
+        while True:
+            try:
+                admin = connect(params)
+                try:
+                    report = health_report(admin, params["expect_brokers"], params["max_quorum_lag"])
+                finally:
+                    admin.close()
+            except Exception as exc:  # a broker that is still starting answers with errors
+                report = {"healthy": False, "error": f"{type(exc).__name__}: {exc}"}
+            if report["healthy"] or time.monotonic() >= deadline:
+                return {
+                    "changed": False,
+                    "health": report,
+                    "failed": params["wait_timeout"] > 0 and not report["healthy"],
+                }
+            time.sleep(2)
+    admin = connect(params)
+    try:
+        changes, drift = reconcile_topics(admin, params["topics"], check)
+        acl_changes, acl_drift = reconcile_acls(admin, params["acls"], params["remove_extra_acls"], check)
+    finally:
+        admin.close()
+    return {
+        "changed": bool(changes or acl_changes),
+        "changes": changes + acl_changes,
+        "drift": drift + acl_drift,
+    }
+
+
+def main() -> None:
+    from ansible.module_utils.basic import AnsibleModule
+
+    module = AnsibleModule(
+        argument_spec={
+            "action": {"type": "str", "choices": ["reconcile", "health"], "default": "reconcile"},
+            "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
+            "security_protocol": {"type": "str", "default": "SSL", "choices": ["SSL", "PLAINTEXT"]},
+            "ssl_cafile": {"type": "path"},
+            "ssl_certfile": {"type": "path"},
+            "topics": {"type": "list", "elements": "dict", "default": []},
+            "acls": {"type": "list", "elements": "dict", "default": []},
+            "remove_extra_acls": {"type": "bool", "default": False},
+            "expect_brokers": {"type": "int", "default": 0},
+            "max_quorum_lag": {"type": "int", "default": 100},
+            "wait_timeout": {"type": "int", "default": 0},
+        },
+        supports_check_mode=True,
+    )
+    if not HAS_KAFKA:
+        module.fail_json(msg="kafka_admin needs kafka-python on the controller (requirements.txt)")
+    try:
+        result = run(module.params, module.check_mode)
+    except Exception as exc:
+        module.fail_json(msg=f"{type(exc).__name__}: {exc}")
+    if result.pop("failed", False):
+        module.fail_json(msg="Kafka cluster not healthy in time", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
