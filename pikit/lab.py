@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import shutil
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pikit.lab_image import ensure_image, host_arch, ssh_key
+from pikit.lab_image import ensure_image, host_arch, lab_home, ssh_key
 from pikit.phases import die, phase, run, say
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,6 +160,10 @@ def down(lab: str | None) -> None:
         networks = _podman("network", "ls", "--filter", flt, "--format", "{{.Name}}").stdout.decode().split()
         if networks:
             _podman("network", "rm", "-f", *networks)
+        # The lab's controller-side state (CA, format markers) dies with its nodes.
+        states = [lab_home() / "state" / lab] if lab else list((lab_home() / "state").glob("*"))
+        for state in states:
+            shutil.rmtree(state, ignore_errors=True)
         say(f"removed {len(names)} containers, {len(networks)} networks")
 
 

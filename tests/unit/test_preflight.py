@@ -23,7 +23,7 @@ def preflight(
     inventory = {
         "all": {
             "vars": {"ansible_port": 1, **group_vars},
-            "children": {"kafka_broker": {"hosts": hosts}},
+            "children": {"edge": {"hosts": hosts}},
         }
     }
     path = tmp_path / "hosts.yml"

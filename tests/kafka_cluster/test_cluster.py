@@ -1,0 +1,333 @@
+"""Verify a Kafka cluster converged by the kafka role in the lab (molecule verify).
+
+Runs on the controller against real brokers in lab containers, with kafka-python
+over mTLS and the certificates the pki role issued. The scenario describes its
+nodes in KAFKA_TEST_NODES as name=ip:roles (c controller, b broker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
+
+from tests.conftest import REPO
+from tests.kafka_cluster.admin_module import kafka_admin
+
+NODES = [
+    (name, address.split(":")[0], address.split(":")[1])
+    for name, address in (
+        item.split("=") for item in os.environ.get("KAFKA_TEST_NODES", "").split(",") if item
+    )
+]
+BROKERS = [name for name, _, roles in NODES if "b" in roles]
+BOOTSTRAP = [f"{ip}:9092" for _, ip, roles in NODES if "b" in roles]
+PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
+READINGS = "sensor-readings"
+
+pytestmark = pytest.mark.skipif(not NODES, reason="needs a converged lab (KAFKA_TEST_NODES)")
+
+
+def ssl_options(principal: str | None = "admin", ca: Path | None = None) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "bootstrap_servers": BOOTSTRAP,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(ca or PKI / "ca.crt"),
+        "ssl_check_hostname": True,
+    }
+    if principal:
+        options["ssl_certfile"] = str(PKI / "clients" / f"{principal}.pem")
+    return options
+
+
+def podman(*args: str) -> str:
+    return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout
+
+
+def wait_healthy(timeout: int = 240) -> dict[str, Any]:
+    params = {
+        "action": "health",
+        "bootstrap_servers": BOOTSTRAP,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(PKI / "ca.crt"),
+        "ssl_certfile": str(PKI / "clients/admin.pem"),
+        "expect_brokers": len(BROKERS),
+        "max_quorum_lag": 100,
+        "wait_timeout": timeout,
+    }
+    result = kafka_admin.run(params, check=False)
+    assert not result["failed"], f"cluster not healthy: {result['health']}"
+    return dict(result["health"])
+
+
+def new_topic(name: str, partitions: int = 3) -> None:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        admin.create_topics([NewTopic(name, partitions, min(3, len(BROKERS)))])
+    finally:
+        admin.close()
+
+
+def consume_all(topic: str, idle_ms: int = 8000) -> list[tuple[bytes, bytes]]:
+    consumer = KafkaConsumer(
+        topic,
+        **ssl_options(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=idle_ms,
+    )
+    try:
+        return [(r.key, r.value) for r in consumer]
+    finally:
+        consumer.close()
+
+
+class AckedProducer:
+    """Sends key-sequenced records with acks=all and remembers which were acknowledged."""
+
+    def __init__(self, keys: int = 6) -> None:
+        self.producer = KafkaProducer(**ssl_options(), acks="all", enable_idempotence=True, linger_ms=5)
+        self.keys = keys
+        self.sent = 0
+        self.acked: list[tuple[bytes, bytes]] = []
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def send(self, topic: str) -> None:
+        key = f"k{self.sent % self.keys}".encode()
+        value = f"{self.sent}".encode()
+        self.sent += 1
+        future = self.producer.send(topic, key=key, value=value)
+        future.add_callback(lambda _md, k=key, v=value: self._ack(k, v))
+        future.add_errback(lambda _exc: self._fail())
+
+    def _ack(self, key: bytes, value: bytes) -> None:
+        with self.lock:
+            self.acked.append((key, value))
+
+    def _fail(self) -> None:
+        with self.lock:
+            self.failed += 1
+
+    def close(self) -> None:
+        self.producer.flush(timeout=120)
+        self.producer.close()
+
+
+def assert_every_ack_once_in_order(
+    acked: list[tuple[bytes, bytes]], consumed: list[tuple[bytes, bytes]]
+) -> None:
+    counts: dict[tuple[bytes, bytes], int] = defaultdict(int)
+    for record in consumed:
+        counts[record] += 1
+    lost = [r for r in acked if counts[r] == 0]
+    duplicated = [r for r, n in counts.items() if n > 1]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    assert not duplicated, f"{len(duplicated)} records duplicated, e.g. {duplicated[:5]}"
+    per_key: dict[bytes, list[int]] = defaultdict(list)
+    for key, value in consumed:
+        per_key[key].append(int(value))
+    for key, sequence in per_key.items():
+        assert sequence == sorted(sequence), f"key {key!r} out of order"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def healthy_cluster() -> Iterator[None]:
+    wait_healthy()
+    yield
+
+
+def test_mtls_produce_and_consume_with_a_pki_certificate() -> None:
+    new_topic("verify-roundtrip", 1)
+    producer = KafkaProducer(**ssl_options(), acks="all")
+    producer.send("verify-roundtrip", key=b"pi", value=b"over mTLS").get(timeout=60)
+    producer.close()
+    assert consume_all("verify-roundtrip") == [(b"pi", b"over mTLS")]
+
+
+def _refused(**options: Any) -> None:
+    with pytest.raises(KafkaError):
+        producer = KafkaProducer(**options, bootstrap_timeout_ms=10000, max_block_ms=10000)
+        try:
+            producer.send(READINGS, b"x").get(timeout=15)
+        finally:
+            producer.close(timeout=5)
+
+
+def test_a_client_without_a_certificate_is_refused() -> None:
+    _refused(**ssl_options(principal=None))
+
+
+def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+
+    def cert(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            .sign(signer, hashes.SHA256())
+        )
+
+    rogue_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    client_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    rogue_ca = cert("rogue CA", rogue_key, "rogue CA", rogue_key, ca=True)
+    # Same CN as the real admin: only the issuing CA differs.
+    client = cert("admin", client_key, "rogue CA", rogue_key, ca=False)
+    bundle = tmp_path / "rogue-admin.pem"
+    bundle.write_bytes(
+        client_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        + client.public_bytes(serialization.Encoding.PEM)
+        + rogue_ca.public_bytes(serialization.Encoding.PEM)
+    )
+    options = ssl_options(principal=None)
+    options["ssl_certfile"] = str(bundle)
+    _refused(**options)
+
+
+def test_an_edge_device_may_produce_readings_and_nothing_else() -> None:
+    producer = KafkaProducer(**ssl_options("edge-sim"), acks="all", max_block_ms=20000)
+    try:
+        metadata = producer.send(READINGS, key=b"edge-sim", value=b'{"v": 1}').get(timeout=60)
+        assert metadata.topic == READINGS
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("sensor-aggregates", key=b"edge-sim", value=b"forged").get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+def test_topics_exist_with_the_declared_settings() -> None:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        topics = {t["name"]: t for t in admin.describe_topics()}
+    finally:
+        admin.close()
+    for name, partitions in {
+        READINGS: 6,
+        "sensor-aggregates": 3,
+        "sensor-alerts": 3,
+        "sensor-dead-letter": 1,
+    }.items():
+        assert len(topics[name]["partitions"]) == partitions
+        assert len(topics[name]["partitions"][0]["replica_nodes"]) == min(3, len(BROKERS))
+
+
+def _leader_of_partition_0(topic: str) -> str:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        leader_id = admin.describe_topics([topic])[0]["partitions"][0]["leader_id"]
+        brokers = {b["broker_id"]: b["host"] for b in admin.describe_cluster()["brokers"]}
+    finally:
+        admin.close()
+    return next(name for name, ip, _ in NODES if ip == brokers[leader_id])
+
+
+def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
+    topic = "verify-sigkill"
+    new_topic(topic)
+    victim = _leader_of_partition_0(topic)
+    sender = AckedProducer()
+    for i in range(3000):
+        sender.send(topic)
+        if i == 1000:
+            podman("exec", victim, "pkill", "-9", "-f", "kafka.Kafka")
+        time.sleep(0.002)
+    sender.close()
+    consumed = consume_all(topic)
+    print(
+        f"SIGKILL {victim}: sent {sender.sent}, acknowledged {len(sender.acked)}, "
+        f"failed {sender.failed}, consumed {len(consumed)}"
+    )
+    assert len(sender.acked) > 1000
+    assert_every_ack_once_in_order(sender.acked, consumed)
+    wait_healthy()  # systemd brings the killed broker back (Restart=on-failure)
+
+
+def _active_since(node: str) -> float:
+    stamp = podman(
+        "exec", node, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "--value", "kafka"
+    )
+    return int(stamp.strip()) / 1e6
+
+
+def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
+    topic = "verify-rolling"
+    new_topic(topic)
+    before = {name: _active_since(name) for name, _, _ in NODES}
+    sender = AckedProducer()
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            sender.send(topic)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    inventory = (
+        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+    )
+    try:
+        run = subprocess.run(
+            [
+                str(REPO / ".venv/bin/ansible-playbook"),
+                "-i",
+                inventory,
+                os.environ["KAFKA_TEST_CONVERGE"],
+                "-e",
+                json.dumps({"kafka_server_properties_extra": {"log.cleaner.threads": "2"}}),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        stop.set()
+        thread.join()
+        sender.close()
+    assert run.returncode == 0, run.stdout[-4000:]
+    restarted = [
+        line.split("Restart Kafka on ")[1].split("]")[0].strip()
+        for line in run.stdout.splitlines()
+        if "TASK [kafka : Restart Kafka on " in line
+    ]
+    assert sorted(restarted) == sorted(name for name, _, _ in NODES), restarted
+    after = {name: _active_since(name) for name, _, _ in NODES}
+    assert all(after[n] > before[n] for n in after), "every node restarted"
+    order = sorted(after, key=after.get)  # type: ignore[arg-type]
+    assert order == restarted, "restarts happened in the announced order, one at a time"
+    controllers_first = [n for n, _, roles in NODES if roles == "c"]
+    assert order[: len(controllers_first)] == [n for n in restarted if n in controllers_first]
+    consumed = consume_all(topic)
+    print(f"rolling restart: sent {sender.sent}, acknowledged {len(sender.acked)}, failed {sender.failed}")
+    assert_every_ack_once_in_order(sender.acked, consumed)

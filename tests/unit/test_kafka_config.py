@@ -1,0 +1,167 @@
+"""The kafka role's server.properties for both layouts, and its preflight errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+COMBINED: dict[str, object] = {
+    "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
+    "kafka_broker": {"hosts": {f"pi-{i}": None for i in (1, 2, 3)}},
+}
+DEDICATED: dict[str, object] = {
+    "kafka_controller": {"hosts": {f"ctl-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
+    "kafka_broker": {"hosts": {f"brk-{i}": {"ansible_host": f"127.0.0.{20 + i}"} for i in (1, 2)}},
+}
+
+
+def render(
+    tmp_path: Path, children: dict[str, object], extra: dict[str, object] | None = None
+) -> dict[str, dict[str, str]]:
+    inventory = tmp_path / "hosts.yml"
+    # include_vars (the role's defaults) outranks inventory vars, so overrides go in as extra vars.
+    inventory.write_text(yaml.safe_dump({"all": {"children": children}}))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [
+            REPO / ".venv/bin/ansible-playbook",
+            "-i",
+            inventory,
+            REPO / "tests/unit/fixtures/render_kafka.yml",
+            "-e",
+            f"out_dir={tmp_path}",
+            "-e",
+            json.dumps(extra or {}),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rendered = {}
+    for path in tmp_path.glob("*.properties"):
+        lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+        rendered[path.stem] = dict(line.split("=", 1) for line in lines)
+    return rendered
+
+
+def test_combined_layout(tmp_path: Path) -> None:
+    props = render(tmp_path, COMBINED)
+    assert sorted(props) == ["pi-1", "pi-2", "pi-3"]
+    one = props["pi-1"]
+    assert one["process.roles"] == "broker,controller"
+    assert one["node.id"] == "1"
+    assert one["controller.quorum.voters"] == "1@127.0.0.11:9093,2@127.0.0.12:9093,3@127.0.0.13:9093"
+    assert one["listeners"] == "CLIENT://0.0.0.0:9092,INTERNAL://0.0.0.0:9094,CONTROLLER://0.0.0.0:9093"
+    assert one["advertised.listeners"] == "CLIENT://127.0.0.11:9092,INTERNAL://127.0.0.11:9094"
+    assert one["listener.security.protocol.map"] == "CLIENT:SSL,INTERNAL:SSL,CONTROLLER:SSL"
+    assert one["ssl.keystore.type"] == "PEM" and one["ssl.truststore.type"] == "PEM"
+    assert one["ssl.client.auth"] == "required"
+    assert one["super.users"] == "User:pi-1;User:pi-2;User:pi-3;User:admin"
+    assert one["default.replication.factor"] == "3"
+    assert one["min.insync.replicas"] == "2"
+    assert one["unclean.leader.election.enable"] == "false"
+    assert "PLAINTEXT" not in "".join(one.values())
+    assert [props[h]["node.id"] for h in ("pi-1", "pi-2", "pi-3")] == ["1", "2", "3"]
+
+
+def test_dedicated_layout(tmp_path: Path) -> None:
+    props = render(tmp_path, DEDICATED)
+    controller, broker = props["ctl-2"], props["brk-1"]
+    assert controller["process.roles"] == "controller"
+    assert controller["listeners"] == "CONTROLLER://0.0.0.0:9093"
+    assert "advertised.listeners" not in controller
+    assert broker["process.roles"] == "broker"
+    assert broker["node.id"] == "4"
+    assert "CONTROLLER" not in broker["listeners"]
+    assert broker["controller.quorum.voters"] == controller["controller.quorum.voters"]
+    assert broker["inter.broker.listener.name"] == "INTERNAL"
+    assert broker["default.replication.factor"] == "2"
+    assert broker["min.insync.replicas"] == "1"
+
+
+def test_plaintext_only_when_asked_and_extras_win(tmp_path: Path) -> None:
+    props = render(
+        tmp_path,
+        COMBINED,
+        {"kafka_plaintext_port": 9095, "kafka_server_properties_extra": {"num.io.threads": 2}},
+    )
+    one = props["pi-1"]
+    assert "PLAINTEXT://0.0.0.0:9095" in one["listeners"]
+    assert one["listener.security.protocol.map"].endswith(",PLAINTEXT:PLAINTEXT")
+    assert one["num.io.threads"] == "2"
+
+
+def _kafka_preflight(tmp_path: Path, controllers: int, brokers: int, extra: dict[str, object]) -> str:
+    hosts = {
+        f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in range(1, max(controllers, brokers) + 1)
+    }
+    inventory = tmp_path / "hosts.yml"
+    children = {
+        "kafka_controller": {"hosts": {h: hosts[h] for h in list(hosts)[:controllers]}},
+        "kafka_broker": {"hosts": {h: hosts[h] for h in list(hosts)[:brokers]}},
+    }
+    inventory.write_text(
+        yaml.safe_dump({"all": {"vars": {"ansible_port": 1, **extra}, "children": children}})
+    )
+    return preflight_file(inventory)
+
+
+def preflight_file(inventory: Path) -> str:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/preflight.yml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert "UNREACHABLE" not in out
+    return out if proc.returncode else "OK\n" + out
+
+
+def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
+    assert _kafka_preflight(tmp_path, 3, 3, {}).startswith("OK")
+
+
+@pytest.mark.parametrize(
+    ("controllers", "brokers", "extra", "message"),
+    [
+        (2, 3, {}, "group kafka_controller has 2 hosts"),
+        (
+            3,
+            3,
+            {"kafka_default_replication_factor": 4},
+            "kafka_default_replication_factor=4 must be at most the",
+        ),
+        (3, 3, {"kafka_min_insync_replicas": 3}, "kafka_min_insync_replicas=3"),
+        (3, 3, {"kafka_node_id": 7}, "kafka_node_id is not unique"),
+        (3, 3, {"kafka_internal_port": 9092}, "must differ"),
+        (3, 3, {"kafka_heap_mb": "lots"}, "kafka_heap_mb"),
+        (
+            3,
+            2,
+            {
+                "kafka_default_replication_factor": 2,
+                "kafka_topics": [{"name": "big", "partitions": 1, "replication_factor": 3}],
+            },
+            "topic big asks replication_factor=3",
+        ),
+    ],
+)
+def test_kafka_inventory_errors_name_the_variable(
+    tmp_path: Path, controllers: int, brokers: int, extra: dict[str, object], message: str
+) -> None:
+    out = _kafka_preflight(tmp_path, controllers, brokers, extra)
+    assert not out.startswith("OK")
+    assert message in out
+
