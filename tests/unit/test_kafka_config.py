@@ -164,4 +164,3 @@ def test_kafka_inventory_errors_name_the_variable(
     out = _kafka_preflight(tmp_path, controllers, brokers, extra)
     assert not out.startswith("OK")
     assert message in out
-
