@@ -266,6 +266,50 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
     wait_healthy()  # systemd brings the killed broker back (Restart=on-failure)
 
 
+def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Run the scenario's converge playbook again, as a user would, with extra vars."""
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    inventory = (
+        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+    )
+    return subprocess.run(
+        [
+            str(REPO / ".venv/bin/ansible-playbook"),
+            "-i",
+            inventory,
+            os.environ["KAFKA_TEST_CONVERGE"],
+            "-e",
+            json.dumps(extra_vars),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_node_that_lost_its_storage_is_reported_not_reformatted() -> None:
+    victim = BROKERS[-1]
+    podman("exec", victim, "systemctl", "stop", "kafka")
+    podman("exec", victim, "mv", "/srv/pikit/kafka/data", "/srv/pikit/kafka/data.lost")
+    try:
+        run = converge({})
+        assert run.returncode != 0
+        assert f"{victim} was formatted into cluster" in run.stdout
+        listing = podman("exec", victim, "ls", "-A", "/srv/pikit/kafka/").split()
+        assert listing == ["data.lost"], f"the node was touched: {listing}"
+    finally:
+        podman("exec", victim, "rm", "-rf", "/srv/pikit/kafka/data")
+        podman("exec", victim, "mv", "/srv/pikit/kafka/data.lost", "/srv/pikit/kafka/data")
+        podman("exec", victim, "systemctl", "start", "kafka")
+    wait_healthy()
+
+
 def _active_since(node: str) -> float:
     stamp = podman(
         "exec", node, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "--value", "kafka"
@@ -287,30 +331,8 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
 
     thread = threading.Thread(target=produce)
     thread.start()
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    inventory = (
-        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
-    )
     try:
-        run = subprocess.run(
-            [
-                str(REPO / ".venv/bin/ansible-playbook"),
-                "-i",
-                inventory,
-                os.environ["KAFKA_TEST_CONVERGE"],
-                "-e",
-                json.dumps({"kafka_server_properties_extra": {"log.cleaner.threads": "2"}}),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        run = converge({"kafka_server_properties_extra": {"log.cleaner.threads": "2"}})
     finally:
         stop.set()
         thread.join()

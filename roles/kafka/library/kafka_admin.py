@@ -68,10 +68,22 @@ def acl_key(
     return (principal, resource_type.upper(), name, pattern.upper(), op.upper(), perm.upper(), host)
 
 
+OPERATIONS = {
+    "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+}  # fmt: skip
+
+
 def desired_acl_keys(acls: list[dict[str, Any]]) -> set[tuple[str, ...]]:
     """Expand each entry's `operations` list into one key per ACL binding."""
     keys = set()
     for entry in acls:
+        unknown = sorted({op.upper() for op in entry["operations"]} - OPERATIONS)
+        if unknown:
+            raise ValueError(
+                f"kafka_acls entry for {entry['principal']}: unknown operations {unknown}; "
+                f"use {sorted(o.lower() for o in OPERATIONS)}"
+            )
         for op in entry["operations"]:
             keys.add(
                 acl_key(
