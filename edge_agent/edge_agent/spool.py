@@ -98,7 +98,9 @@ class Spool:
             return {}
         except (ValueError, KeyError, TypeError) as exc:
             # The commit file is replaced atomically, so this is outside damage: say so, keep data.
-            raise RuntimeError(f"{self.dir / 'commit'} is unreadable ({exc}); move it away to resend all") from exc
+            raise RuntimeError(
+                f"{self.dir / 'commit'} is unreadable ({exc}); move it away to resend everything spooled"
+            ) from exc
 
     def _recover(self) -> None:
         paths = sorted(self.dir.glob("seg-*.log"))
@@ -173,7 +175,7 @@ class Spool:
 
     def _writable_segment(self, frame_size: int) -> _Segment:
         tail = self._segments[-1] if self._segments else None
-        if tail is None or tail.size + frame_size > self.segment_bytes and tail.size > 0:
+        if tail is None or (tail.size + frame_size > self.segment_bytes and tail.size > 0):
             self._close_writer(sync=True)
             path = self.dir / f"seg-{self._next_index:020d}.log"
             tail = _Segment(path, self._next_index, self._next_index - 1, 0)
