@@ -1,0 +1,125 @@
+"""`edge-agent run|check`: the agent's command line."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from edge_agent.config import Config, ConfigError, load
+
+DEFAULT_CONFIG = Path("/etc/edge-agent/config.toml")
+
+
+def _with_overrides(config: Config, args: argparse.Namespace) -> Config:
+    if args.device_id:
+        config = replace(config, device_id=args.device_id)
+    if args.bootstrap:
+        config = replace(config, kafka=replace(config.kafka, bootstrap_servers=args.bootstrap.split(",")))
+    if args.spool_dir:
+        config = replace(config, spool=replace(config.spool, directory=args.spool_dir))
+    return config
+
+
+def check_certificates(config: Config) -> list[str]:
+    """Problems with the CA, the client certificate and its key; empty when all is well."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    kafka = config.kafka
+    if not kafka.cert_file:
+        return ["kafka.cert_file: not set; the cluster accepts only mTLS clients"]
+    try:
+        ca = x509.load_pem_x509_certificate(Path(kafka.ca_file).read_bytes())
+        pem = Path(kafka.cert_file).read_bytes()
+        cert = x509.load_pem_x509_certificates(pem)[0]
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (OSError, ValueError) as exc:
+        return [f"kafka.ca_file/cert_file: cannot read ({exc})"]
+    problems = []
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():  # type: ignore[union-attr]
+        problems.append("kafka.cert_file: the private key does not belong to the certificate")
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, Exception) as exc:
+        problems.append(f"kafka.cert_file: not issued by the CA in kafka.ca_file ({type(exc).__name__})")
+    now = dt.datetime.now(dt.UTC)
+    if cert.not_valid_after_utc < now:
+        problems.append(f"kafka.cert_file: expired on {cert.not_valid_after_utc:%Y-%m-%d}")
+    elif cert.not_valid_after_utc < now + dt.timedelta(days=30):
+        problems.append(f"kafka.cert_file: expires on {cert.not_valid_after_utc:%Y-%m-%d} (within 30 days)")
+    cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    if not cn or cn[0].value != config.device_id:
+        problems.append(
+            f"kafka.cert_file: CN {cn[0].value if cn else None!r} differs from device_id; ACLs use the CN"
+        )
+    return problems
+
+
+def check_broker(config: Config) -> str | None:
+    from kafka import KafkaProducer
+
+    from edge_agent.sender import producer_options
+
+    try:
+        producer = KafkaProducer(**{**producer_options(config), "bootstrap_timeout_ms": 8000})
+        partitions = producer.partitions_for(config.kafka.topic)
+        producer.close(timeout=2)
+    except Exception as exc:
+        return f"kafka.bootstrap_servers: no broker reachable ({type(exc).__name__}: {exc})"
+    if not partitions:
+        return f"kafka.topic: {config.kafka.topic!r} does not exist or this device may not describe it"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="edge-agent", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("run", "sample sensors and produce to Kafka"),
+        ("check", "validate config, certificates, broker"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+        p.add_argument("--device-id")
+        p.add_argument("--bootstrap", help="host:port[,host:port]")
+        p.add_argument("--spool-dir")
+        p.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="level=%(levelname)s logger=%(name)s msg=%(message)s",
+        stream=sys.stdout,
+    )
+    from edge_agent.agent import Agent
+    from edge_agent.sensors import build
+
+    try:
+        config = _with_overrides(load(args.config), args)
+        if args.command == "run":
+            agent = Agent(config)
+        else:
+            for i, sensor in enumerate(config.sensors):
+                build(sensor, i)
+    except ConfigError as exc:
+        print(f"edge-agent: config error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        problems = check_certificates(config)
+        broker = check_broker(config)
+        problems += [broker] if broker else []
+        for problem in problems:
+            print(f"edge-agent check: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"edge-agent check: OK ({config.device_id} -> {','.join(config.kafka.bootstrap_servers)})")
+        return 1 if problems else 0
+    agent.handle_signals()
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

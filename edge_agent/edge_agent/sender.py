@@ -1,0 +1,147 @@
+"""Drains the spool into Kafka; a reading leaves the spool only after the broker acknowledged it.
+
+Readings go out in batches of `readings_per_record` per Kafka record (the contract's
+envelope), keyed by the device id, with acks=all and the idempotent producer. While
+a broker is away, the producer keeps retrying the in-flight batch itself (no resend,
+so no duplicate); connection failures back off exponentially with jitter.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaProducer
+
+from edge_agent.config import Config
+from edge_agent.contract import SCHEMA_VERSION
+from edge_agent.metrics import Metrics
+from edge_agent.spool import Record, Spool
+
+log = logging.getLogger("edge_agent.sender")
+RECORDS_PER_ROUND = 20
+# Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
+DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+
+
+def pick_compression(choice: str) -> str | None:
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return choice
+    for codec, module in (("zstd", "zstandard"), ("lz4", "lz4.frame")):
+        try:
+            __import__(module)
+            return codec
+        except ImportError:
+            continue
+    return "gzip"
+
+
+def producer_options(config: Config) -> dict[str, Any]:
+    kafka = config.kafka
+    options: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "client_id": f"edge-agent-{config.device_id}",
+        "acks": "all",
+        "enable_idempotence": True,
+        "linger_ms": kafka.linger_ms,
+        "compression_type": pick_compression(kafka.compression),
+        "delivery_timeout_ms": DELIVERY_TIMEOUT_MS,
+        "request_timeout_ms": 15000,
+        "max_block_ms": 15000,
+        "bootstrap_timeout_ms": 10000,
+        "reconnect_backoff_max_ms": 10000,
+    }
+    if kafka.cert_file:
+        options.update(
+            security_protocol="SSL",
+            ssl_cafile=kafka.ca_file,
+            ssl_certfile=kafka.cert_file,
+            ssl_check_hostname=True,
+        )
+    return options
+
+
+def envelope(device: str, records: list[Record]) -> bytes:
+    """The contract's record value, built from the spooled reading bodies without re-encoding."""
+    head = b'{"schema":%d,"device":"%s","readings":[' % (SCHEMA_VERSION, device.encode())
+    return head + b",".join(r.payload for r in records) + b"]}"
+
+
+class Sender:
+    def __init__(
+        self,
+        config: Config,
+        spool: Spool,
+        metrics: Metrics,
+        wakeup: threading.Event,
+        producer_factory: Callable[..., Any] = KafkaProducer,
+    ) -> None:
+        self.config = config
+        self.spool = spool
+        self.metrics = metrics
+        self.wakeup = wakeup
+        self.producer_factory = producer_factory
+        self.producer: Any = None
+        self.failures = 0
+
+    def run(self, stop: threading.Event, drain_deadline: list[float]) -> None:
+        """Send until `stop`; then keep draining until `drain_deadline[0]` (monotonic)."""
+        while True:
+            if stop.is_set() and (time.monotonic() >= drain_deadline[0] or self.spool.depth == 0):
+                break
+            records = self.spool.read(self.config.kafka.readings_per_record * RECORDS_PER_ROUND)
+            if not records:
+                self.wakeup.wait(0.5)
+                self.wakeup.clear()
+                continue
+            try:
+                if self._send(records, stop, drain_deadline):
+                    self.spool.commit(records[-1].index)
+                    self.metrics.sent += len(records)
+                    self.metrics.last_success = time.time()
+                    self.failures = 0
+            except Exception as exc:  # any failure: keep the readings, back off, try again
+                self.metrics.send_errors += 1
+                self.failures += 1
+                delay = min(60.0, 0.5 * 2 ** min(self.failures, 7)) * random.uniform(0.5, 1.5)
+                log.warning("send failed (%s: %s); %d readings wait in the spool; retry in %.1fs",
+                            type(exc).__name__, exc, self.spool.depth, delay)  # fmt: skip
+                self._close(timeout=0)
+                stop.wait(delay)
+                if stop.is_set() and time.monotonic() >= drain_deadline[0]:
+                    break
+        self._close(timeout=5)
+
+    def _send(self, records: list[Record], stop: threading.Event, drain_deadline: list[float]) -> bool:
+        if self.producer is None:
+            self.producer = self.producer_factory(**producer_options(self.config))
+            log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
+        device = self.config.device_id
+        size = self.config.kafka.readings_per_record
+        futures = [
+            self.producer.send(
+                self.config.kafka.topic, key=device.encode(), value=envelope(device, records[i : i + size])
+            )
+            for i in range(0, len(records), size)
+        ]
+        while not all(f.is_done for f in futures):
+            if stop.is_set() and time.monotonic() >= drain_deadline[0]:
+                return False  # unacknowledged: stays in the spool for the next start
+            self.producer.flush(timeout=1.0)
+        for future in futures:
+            future.get(timeout=0)  # raises the broker's error, if any
+        return True
+
+    def _close(self, timeout: float) -> None:
+        if self.producer is not None:
+            try:
+                self.producer.close(timeout=timeout)
+            except Exception as exc:
+                log.debug("closing the producer: %s", exc)
+            self.producer = None

@@ -1,0 +1,120 @@
+"""The reading contract, the sender's envelope, metrics, and the agent's sampling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from edge_agent.agent import Agent
+from edge_agent.config import parse
+from edge_agent.contract import ContractError, Reading, decode_batch, encode_batch
+from edge_agent.sender import envelope, pick_compression
+from edge_agent.spool import Record
+
+
+def reading(seq: int, **changes: Any) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "sensor": "bme",
+        "metric": "temperature",
+        "value": 21.5,
+        "unit": "C",
+        "ts": 1.8e9,
+        **changes,
+    }
+
+
+def test_encode_and_decode_round_trip() -> None:
+    readings = [Reading("edge-1", i, "bme", "temperature", 20.0 + i, "C", 1.8e9 + i) for i in range(3)]
+    assert decode_batch(encode_batch("edge-1", readings)) == readings
+
+
+def test_the_sender_envelope_is_a_contract_record() -> None:
+    records = [Record(i, i, json.dumps(reading(i)).encode()) for i in range(4)]
+    decoded = decode_batch(envelope("edge-7", records))
+    assert [r.seq for r in decoded] == [0, 1, 2, 3]
+    assert {r.device for r in decoded} == {"edge-7"}
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (json.dumps({"schema": 2, "device": "d", "readings": [reading(1)]}).encode(), "unknown schema 2"),
+        (json.dumps({"schema": 1, "device": "", "readings": [reading(1)]}).encode(), "device must be"),
+        (json.dumps({"schema": 1, "device": "d", "readings": []}).encode(), "non-empty list"),
+        (json.dumps({"schema": 1, "device": "d", "readings": [reading(-1)]}).encode(), "seq must be"),
+        (
+            json.dumps({"schema": 1, "device": "d", "readings": [reading(1, value="hot")]}).encode(),
+            "finite number",
+        ),
+        (
+            b'{"schema":1,"device":"d","readings":[{"seq":1,"sensor":"s","metric":"m","value":NaN,"unit":"C","ts":1.8e9}]}',
+            "finite number",
+        ),
+        (json.dumps({"schema": 1, "device": "d", "readings": [reading(1, ts=12)]}).encode(), "ts must be"),
+        (json.dumps({"schema": 1, "device": "d", "readings": [{"seq": 1}]}).encode(), "reading lacks"),
+    ],
+)
+def test_malformed_records_say_why(value: bytes, reason: str) -> None:
+    with pytest.raises(ContractError, match=reason):
+        decode_batch(value)
+
+
+def test_auto_compression_prefers_zstd_when_installed() -> None:
+    assert pick_compression("auto") in ("zstd", "lz4", "gzip")
+    assert pick_compression("none") is None
+
+
+def _agent(tmp_path: Path, **spool: Any) -> Agent:
+    return Agent(
+        parse(
+            {
+                "device_id": "edge-t",
+                "kafka": {"bootstrap_servers": ["127.0.0.1:1"]},
+                "spool": {"directory": str(tmp_path / "spool"), **spool},
+                "metrics": {"listen": ""},
+                "sensors": [{"type": "simulated", "seed": 1, "metrics": ["temperature", "humidity"]}],
+            }
+        )
+    )
+
+
+class Broken:
+    name = "broken"
+
+    def read(self) -> list[tuple[str, float, str]]:
+        raise OSError("I2C bus timeout")
+
+
+def test_sampling_spools_readings_with_consecutive_sequence_numbers(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    for _ in range(3):
+        agent.sample(agent.sensors[0][0])
+    seqs = [r.seq for r in agent.spool.read(100)]
+    assert seqs == [0, 1, 2, 3, 4, 5]
+    assert agent.metrics.taken == agent.metrics.spooled == 6
+    agent.spool.close()
+    again = _agent(tmp_path)
+    assert again.next_seq == 6, "sequence numbers continue after a restart"
+
+
+def test_a_failing_sensor_is_counted_not_fatal(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    agent.sample(Broken())
+    agent.sample(Broken())
+    assert agent.metrics.sensor_errors["broken"] == 2
+    assert 'edge_agent_sensor_errors_total{sensor="broken"} 2' in agent.metrics.render()
+
+
+def test_a_full_spool_with_stop_sampling_counts_and_keeps_sequence_gapless(tmp_path: Path) -> None:
+    agent = _agent(tmp_path, max_bytes=65536, full_policy="stop_sampling")
+    for _ in range(2000):
+        agent.sample(agent.sensors[0][0])
+    seqs = [r.seq for r in agent.spool.read(10**6)]
+    assert seqs == list(range(len(seqs)))
+    assert agent.metrics.dropped_full == 4000 - len(seqs) > 0
+    assert 'edge_agent_readings_dropped_total{reason="refused"}' in agent.metrics.render()
