@@ -1,8 +1,9 @@
-"""A real KRaft broker started from the artifact cache, shared by the integration tests.
+"""Real KRaft brokers started from the artifact cache, for the integration tests.
 
-Formats storage and starts one combined broker/controller on loopback from the
-cached tarball, with the StandardAuthorizer (the anonymous PLAINTEXT user is a
-super user, so ACLs can be managed and checked).
+One combined broker/controller on loopback from the cached tarball, with the
+StandardAuthorizer (the anonymous PLAINTEXT user is a super user, so ACLs can be
+managed and checked). A broker can be stopped and started again on the same port
+and storage, to stage outages.
 """
 
 from __future__ import annotations
@@ -22,67 +23,91 @@ import pytest
 from tests.conftest import REPO
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _cached_kafka() -> Path:
+def cached_kafka() -> Path:
     manifest = json.loads((REPO / "artifacts/MANIFEST.json").read_text())
-    tarballs: list[str] = [
-        name for name in manifest["files"] if name.startswith("kafka/") and name.endswith(".tgz")
-    ]
+    tarballs: list[str] = [n for n in manifest["files"] if n.startswith("kafka/") and n.endswith(".tgz")]
     assert tarballs, "run `make artifacts` first"
     return REPO / "artifacts" / tarballs[0]
 
 
+class LocalBroker:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        with tarfile.open(cached_kafka()) as tar:
+            tar.extractall(work, filter="data")
+        self.home = next(p for p in work.iterdir() if p.is_dir())
+        self.port, controller = free_port(), free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.props = work / "server.properties"
+        self.props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{controller}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    f"log.dirs={work / 'data'}",
+                    "offsets.topic.replication.factor=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                    "super.users=User:ANONYMOUS",
+                    "",
+                ]
+            )
+        )
+        self.java = ["java", "-Xmx384m", "-cp", f"{self.home}/libs/*"]
+        subprocess.run(
+            [*self.java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", self.props],
+            check=True,
+            capture_output=True,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90) -> None:
+        log = (self.work / "kafka.log").open("ab")
+        self.proc = subprocess.Popen(
+            [*self.java, "kafka.Kafka", self.props], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.work / "kafka.log").read_text()[-3000:]
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.5)
+        pytest.fail(f"broker did not open its port in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=60) in (0, 143), "broker did not stop cleanly"
+        self.proc = None
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("kafka")
-    with tarfile.open(_cached_kafka()) as tar:
-        tar.extractall(work, filter="data")
-    home = next(work.iterdir())
-    client, controller = _free_port(), _free_port()
-    props = work / "server.properties"
-    props.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                f"listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{client}",
-                "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                f"log.dirs={work / 'data'}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                "super.users=User:ANONYMOUS",
-                "",
-            ]
-        )
-    )
-    java = ["java", "-Xmx384m", "-cp", f"{home}/libs/*"]
-    subprocess.run(
-        [*java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", props],
-        check=True,
-        capture_output=True,
-    )
-    log = (work / "kafka.log").open("wb")
-    proc = subprocess.Popen([*java, "kafka.Kafka", props], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (work / "kafka.log").read_text()[-3000:]
-        try:
-            socket.create_connection(("127.0.0.1", client), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        pytest.fail("broker did not open its port in 90 s")
-    yield f"127.0.0.1:{client}"
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) in (0, 143), "broker did not stop cleanly"
+    local = LocalBroker(tmp_path_factory.mktemp("kafka"))
+    local.start()
+    yield local.address
+    local.stop()
+
+
+@pytest.fixture()
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    """A broker of the test's own, which it may stop and start."""
+    local = LocalBroker(tmp_path_factory.mktemp("kafka-own"))
+    local.start()
+    yield local
+    if local.proc is not None:
+        local.stop()
