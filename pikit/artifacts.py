@@ -20,9 +20,12 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
+import sys
 import tarfile
 import tempfile
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -226,7 +229,60 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     manifest.record(rel, "maven-central")
 
 
+def requirement_pin(name: str) -> str:
+    """A package's pinned version in requirements.txt: the controller and the devices agree."""
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        match = re.match(rf"^{re.escape(name)}(\[[^\]]*\])?==(\S+)", line.strip())
+        if match:
+            return match.group(2)
+    raise KeyError(f"{name} is not pinned in requirements.txt")
+
+
+def fetch_agent_wheels(manifest: Manifest) -> None:
+    """The edge agent's wheel, built from edge_agent/, and its pure-Python dependency from PyPI."""
+    target = cache_dir() / "agent"
+    version = role_default_pyproject(REPO / "edge_agent/pyproject.toml")
+    kafka_python = requirement_pin("kafka-python")
+    agent_wheel = f"agent/pikit_edge_agent-{version}-py3-none-any.whl"
+    # The agent's wheel is rebuilt whenever its source changes, not only its version.
+    source = "built:" + tree_hash(REPO / "edge_agent")
+    if manifest.files.get(agent_wheel, {}).get("source") != source:
+        manifest.files.pop(agent_wheel, None)
+    wanted = {agent_wheel: source, f"agent/kafka_python-{kafka_python}-py3-none-any.whl": "pypi"}
+    if all(manifest.verified(rel) for rel in wanted):
+        say(f"{len(wanted)} agent wheels: cached and verified")
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    log = cache_dir() / ".logs" / "agent-wheels.log"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    with phase(f"agent wheels (log: {log})"):
+        with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
+            source_copy = Path(work) / "edge_agent"
+            shutil.copytree(REPO / "edge_agent", source_copy, ignore=shutil.ignore_patterns("__pycache__"))
+            run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log)
+        wheel_only = ["--no-deps", "--only-binary=:all:"]
+        run([*pip, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
+    for rel, source in wanted.items():
+        if not (cache_dir() / rel).exists():
+            die(f"{rel} was not produced; see {log}")
+        manifest.record(rel, source)
+
+
+def tree_hash(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(".egg-info"):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def role_default_pyproject(path: Path) -> str:
+    return str(tomllib.loads(path.read_text())["project"]["version"])
+
+
 COMPONENTS: dict[str, Callable[[Manifest], None]] = {
+    "agent": fetch_agent_wheels,
     "kafka": lambda m: fetch_kafka(
         m, role_default("kafka", "kafka_version"), role_default("kafka", "kafka_scala_version")
     ),

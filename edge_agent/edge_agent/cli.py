@@ -25,9 +25,14 @@ def _with_overrides(config: Config, args: argparse.Namespace) -> Config:
 
 
 def check_certificates(config: Config) -> list[str]:
-    """Problems with the CA, the client certificate and its key; empty when all is well."""
+    """Problems with the CA, the client certificate and its key; empty when all is well.
+
+    Written for Debian bookworm's cryptography 38 as well as current releases.
+    """
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
     kafka = config.kafka
     if not kafka.cert_file:
@@ -35,22 +40,36 @@ def check_certificates(config: Config) -> list[str]:
     try:
         ca = x509.load_pem_x509_certificate(Path(kafka.ca_file).read_bytes())
         pem = Path(kafka.cert_file).read_bytes()
-        cert = x509.load_pem_x509_certificates(pem)[0]
+        begin = pem.index(b"-----BEGIN CERTIFICATE-----")
+        cert = x509.load_pem_x509_certificate(pem[begin:])
         key = serialization.load_pem_private_key(pem, password=None)
     except (OSError, ValueError) as exc:
         return [f"kafka.ca_file/cert_file: cannot read ({exc})"]
     problems = []
-    if cert.public_key().public_numbers() != key.public_key().public_numbers():  # type: ignore[union-attr]
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if cert.public_key().public_bytes(serialization.Encoding.DER, public) != key.public_key().public_bytes(
+        serialization.Encoding.DER, public
+    ):
         problems.append("kafka.cert_file: the private key does not belong to the certificate")
+    ca_key = ca.public_key()
+    hash_algorithm = cert.signature_hash_algorithm
     try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, Exception) as exc:
-        problems.append(f"kafka.cert_file: not issued by the CA in kafka.ca_file ({type(exc).__name__})")
+        if cert.issuer != ca.subject or hash_algorithm is None:
+            raise InvalidSignature
+        if isinstance(ca_key, rsa.RSAPublicKey):
+            ca_key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), hash_algorithm)
+        elif isinstance(ca_key, ec.EllipticCurvePublicKey):
+            ca_key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hash_algorithm))
+        else:
+            raise InvalidSignature
+    except InvalidSignature:
+        problems.append("kafka.cert_file: not issued by the CA in kafka.ca_file")
+    not_after = getattr(cert, "not_valid_after_utc", None) or cert.not_valid_after.replace(tzinfo=dt.UTC)
     now = dt.datetime.now(dt.UTC)
-    if cert.not_valid_after_utc < now:
-        problems.append(f"kafka.cert_file: expired on {cert.not_valid_after_utc:%Y-%m-%d}")
-    elif cert.not_valid_after_utc < now + dt.timedelta(days=30):
-        problems.append(f"kafka.cert_file: expires on {cert.not_valid_after_utc:%Y-%m-%d} (within 30 days)")
+    if not_after < now:
+        problems.append(f"kafka.cert_file: expired on {not_after:%Y-%m-%d}")
+    elif not_after < now + dt.timedelta(days=30):
+        problems.append(f"kafka.cert_file: expires on {not_after:%Y-%m-%d} (within 30 days)")
     cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
     if not cn or cn[0].value != config.device_id:
         problems.append(
