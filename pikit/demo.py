@@ -70,6 +70,43 @@ With the generated admin client certificate ({pki}/clients/admin.pem):
     )
 
 
+def show_readings(bootstrap: list[str], pki: Path) -> None:
+    """The latest reading per device and metric, straight from the readings topic."""
+    import sys
+
+    from kafka import KafkaConsumer
+
+    sys.path.insert(0, str(REPO / "edge_agent"))
+    from edge_agent.contract import ContractError, decode_batch
+
+    consumer = KafkaConsumer(
+        "sensor-readings",
+        bootstrap_servers=bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=str(pki / "ca.crt"),
+        ssl_certfile=str(pki / "clients/admin.pem"),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    latest: dict[tuple[str, str], Any] = {}
+    counts: dict[str, int] = {}
+    for record in consumer:
+        try:
+            readings = decode_batch(record.value)
+        except ContractError:
+            continue
+        for reading in readings:
+            latest[(reading.device, reading.metric)] = reading
+            counts[reading.device] = counts.get(reading.device, 0) + 1
+    consumer.close()
+    if not latest:
+        print("\nNo readings in sensor-readings yet.")
+        return
+    print(f"\nReadings in Kafka (sensor-readings): {counts}")
+    for (device, metric), r in sorted(latest.items()):
+        print(f"  {device:<8} {metric:<12} {r.value:>9.3f} {r.unit:<4} seq {r.seq}")
+
+
 def main() -> None:
     spec = spec_from_inventory(REPO / "inventory/lab")
     inventory = _inventory()
@@ -82,7 +119,10 @@ def main() -> None:
         print(f"  {node.name:<8} {node.ip:<13} {', '.join(roles)}")
     brokers = [n.ip for n in spec.nodes if n.name in groups.get("kafka_broker", [])]
     if brokers:
-        show_kafka(brokers, lab_home() / "state" / spec.name / "pki")
+        pki = lab_home() / "state" / spec.name / "pki"
+        show_kafka(brokers, pki)
+        if groups.get("edge"):
+            show_readings([f"{ip}:9092" for ip in brokers], pki)
     print(
         f"""
 Log in to a node:    ssh -i {ssh_key()} root@{spec.nodes[0].ip}
