@@ -11,6 +11,7 @@ from typing import Any
 
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
+from pikit.topic import read_to_end
 
 
 def _kafka_admin() -> ModuleType:
@@ -74,23 +75,19 @@ def show_readings(bootstrap: list[str], pki: Path) -> None:
     """The latest reading per device and metric, straight from the readings topic."""
     import sys
 
-    from kafka import KafkaConsumer
-
     sys.path.insert(0, str(REPO / "edge_agent"))
     from edge_agent.contract import ContractError, decode_batch
 
-    consumer = KafkaConsumer(
+    records = read_to_end(
         "sensor-readings",
         bootstrap_servers=bootstrap,
         security_protocol="SSL",
         ssl_cafile=str(pki / "ca.crt"),
         ssl_certfile=str(pki / "clients/admin.pem"),
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
     )
     latest: dict[tuple[str, str], Any] = {}
     counts: dict[str, int] = {}
-    for record in consumer:
+    for record in records:
         try:
             readings = decode_batch(record.value)
         except ContractError:
@@ -98,7 +95,6 @@ def show_readings(bootstrap: list[str], pki: Path) -> None:
         for reading in readings:
             latest[(reading.device, reading.metric)] = reading
             counts[reading.device] = counts.get(reading.device, 0) + 1
-    consumer.close()
     if not latest:
         print("\nNo readings in sensor-readings yet.")
         return

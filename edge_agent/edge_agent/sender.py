@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
 
 from edge_agent.config import Config
 from edge_agent.contract import SCHEMA_VERSION
@@ -133,7 +134,11 @@ class Sender:
         while not all(f.is_done for f in futures):
             if stop.is_set() and time.monotonic() >= drain_deadline[0]:
                 return False  # unacknowledged: stays in the spool for the next start
-            self.producer.flush(timeout=1.0)
+            try:
+                self.producer.flush(timeout=1.0)
+            except KafkaTimeoutError:
+                continue  # still in flight (e.g. broker away): keep waiting, never resend
+
         for future in futures:
             future.get(timeout=0)  # raises the broker's error, if any
         return True

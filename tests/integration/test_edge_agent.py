@@ -130,5 +130,6 @@ def test_outage_and_kill_9_lose_no_reading(own_broker: LocalBroker, tmp_path: Pa
         f"agent: {highest + 1} readings, spool depth {depth_in_outage:.0f} during the outage, "
         f"{errors_seen:.0f} send errors, {duplicates} duplicates after kill -9"
     )
+    print("\n".join(line for line in log.read_text().splitlines() if "send failed" in line))
     assert not missing, f"{len(missing)} readings lost, e.g. {missing[:10]}"
     assert duplicates <= PER_RECORD * RECORDS_PER_ROUND, "only the batch in flight at the kill may repeat"

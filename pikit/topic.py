@@ -1,0 +1,28 @@
+"""Read a topic up to where it ends now, even while producers keep writing to it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+
+def read_to_end(topic: str, timeout: float = 60.0, **client: Any) -> list[Any]:
+    """Every record of `topic` up to the end offsets seen at the start of the call."""
+    consumer = KafkaConsumer(**client, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        records: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: not read to its end in {timeout:.0f}s")
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records.extend(r for r in batch if r.offset < ends[TopicPartition(r.topic, r.partition)])
+        return records
+    finally:
+        consumer.close()
