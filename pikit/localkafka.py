@@ -1,0 +1,103 @@
+"""A real Kafka broker on loopback from the artifact cache, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cached_kafka() -> Path:
+    """The Kafka tarball `make artifacts` put in the cache."""
+    manifest = json.loads((REPO / "artifacts/MANIFEST.json").read_text())
+    tarballs: list[str] = [n for n in manifest["files"] if n.startswith("kafka/") and n.endswith(".tgz")]
+    assert tarballs, "run `make artifacts` first"
+    return REPO / "artifacts" / tarballs[0]
+
+
+class LocalBroker:
+    """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener."""
+
+    def __init__(self, work: Path, tls: tuple[Path, Path] | None = None) -> None:
+        self.work = work
+        with tarfile.open(cached_kafka()) as tar:
+            tar.extractall(work, filter="data")
+        self.home = next(p for p in work.iterdir() if p.is_dir())
+        self.port, controller = free_port(), free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.props = work / "server.properties"
+        client = "SSL" if tls else "PLAINTEXT"
+        tls_lines = (
+            [
+                "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={tls[0]}",
+                "ssl.truststore.type=PEM",
+                f"ssl.truststore.location={tls[1]}",
+                "ssl.client.auth=required",
+            ]
+            if tls
+            else []
+        )
+        self.props.write_text(
+            "\n".join(
+                [
+                    *tls_lines,
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{controller}",
+                    f"listeners=CLIENT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+                    f"advertised.listeners=CLIENT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "inter.broker.listener.name=CLIENT",
+                    f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:{client}",
+                    f"log.dirs={work / 'data'}",
+                    "offsets.topic.replication.factor=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                    "super.users=User:ANONYMOUS;User:CN=bench",
+                    "",
+                ]
+            )
+        )
+        self.java = ["java", "-Xmx384m", "-cp", f"{self.home}/libs/*"]
+        subprocess.run(
+            [*self.java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", self.props],
+            check=True,
+            capture_output=True,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90) -> None:
+        log = (self.work / "kafka.log").open("ab")
+        self.proc = subprocess.Popen(
+            [*self.java, "kafka.Kafka", self.props], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.work / "kafka.log").read_text()[-3000:]
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"broker did not open its port in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=60) in (0, 143), "broker did not stop cleanly"
+        self.proc = None
