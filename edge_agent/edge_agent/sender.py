@@ -24,7 +24,7 @@ from edge_agent.metrics import Metrics
 from edge_agent.spool import Record, Spool
 
 log = logging.getLogger("edge_agent.sender")
-RECORDS_PER_ROUND = 20
+RECORDS_PER_ROUND = 50
 # Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
 DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 

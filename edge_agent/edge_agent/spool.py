@@ -81,6 +81,7 @@ class Spool:
         self._lock = threading.Lock()
         self._last_sync = time.monotonic()
         self._segments: list[_Segment] = []
+        self._cursor: tuple[int, Path | None, int] = (-1, None, 0)  # next index, its segment, offset
         self._writer: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         commit = self._read_commit()
@@ -215,18 +216,24 @@ class Spool:
         start = (self.committed if after is None else after) + 1
         out: list[Record] = []
         with self._lock:
-            segments = [s for s in self._segments if s.last >= start]
-            sizes = {s.path: s.size for s in segments}
-        for segment in segments:
-            with segment.path.open("rb") as handle:
-                data = handle.read(sizes[segment.path])
-            offset = 0
-            while offset + _HEADER.size <= len(data) and len(out) < max_records:
-                length, _crc, index, seq = _HEADER.unpack_from(data, offset)
-                end = offset + _HEADER.size + length
+            segments = [(s.path, s.size) for s in self._segments if s.last >= start]
+            cursor = self._cursor
+        for path, size in segments:
+            # Resume where the last read stopped instead of rescanning the segment.
+            offset = cursor[2] if cursor[0] == start and cursor[1] == path and not out else 0
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(size - offset)
+            pos = 0
+            while pos + _HEADER.size <= len(data) and len(out) < max_records:
+                length, _crc, index, seq = _HEADER.unpack_from(data, pos)
+                end = pos + _HEADER.size + length
                 if index >= start:
-                    out.append(Record(index, seq, data[offset + _HEADER.size : end]))
-                offset = end
+                    out.append(Record(index, seq, data[pos + _HEADER.size : end]))
+                pos = end
+            if out:
+                with self._lock:
+                    self._cursor = (out[-1].index + 1, path, offset + pos)
             if len(out) >= max_records:
                 break
         return out
