@@ -23,7 +23,7 @@ def preflight(
     inventory = {
         "all": {
             "vars": {"ansible_port": 1, **group_vars},
-            "children": {"edge": {"hosts": hosts}},
+            "children": {"other": {"hosts": hosts}},
         }
     }
     path = tmp_path / "hosts.yml"
@@ -76,3 +76,20 @@ def test_duplicate_addresses_are_refused(tmp_path: Path) -> None:
         {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.11"}},
     )
     assert "share an address" in out
+
+
+def test_an_edge_device_without_brokers_is_named(tmp_path: Path) -> None:
+    inventory = tmp_path / "edge.yml"
+    inventory.write_text(
+        yaml.safe_dump({"all": {"children": {"edge": {"hosts": {"e-1": {"ansible_host": "127.0.0.9"}}}}}})
+    )
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/preflight.yml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "edge_agent_bootstrap_servers is empty on e-1" in proc.stdout
