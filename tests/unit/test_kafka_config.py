@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_preflight
 
 COMBINED: dict[str, object] = {
     "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
@@ -112,21 +112,7 @@ def _kafka_preflight(tmp_path: Path, controllers: int, brokers: int, extra: dict
     inventory.write_text(
         yaml.safe_dump({"all": {"vars": {"ansible_port": 1, **extra}, "children": children}})
     )
-    return preflight_file(inventory)
-
-
-def preflight_file(inventory: Path) -> str:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/preflight.yml"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    out = proc.stdout + proc.stderr
-    assert "UNREACHABLE" not in out
-    return out if proc.returncode else "OK\n" + out
+    return run_preflight(inventory)
 
 
 def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:

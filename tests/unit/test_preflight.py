@@ -6,14 +6,12 @@ preflight connected anywhere, the run would say UNREACHABLE.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import run_preflight
 
 
 def preflight(
@@ -28,17 +26,7 @@ def preflight(
     }
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [REPO / ".venv/bin/ansible-playbook", "-i", path, REPO / "playbooks/preflight.yml"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    out = proc.stdout + proc.stderr
-    assert "UNREACHABLE" not in out, "preflight must not connect to any host"
-    return out if proc.returncode else "OK\n" + out
+    return run_preflight(path)
 
 
 def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
@@ -83,13 +71,6 @@ def test_an_edge_device_without_brokers_is_named(tmp_path: Path) -> None:
     inventory.write_text(
         yaml.safe_dump({"all": {"children": {"edge": {"hosts": {"e-1": {"ansible_host": "127.0.0.9"}}}}}})
     )
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/preflight.yml"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode != 0
-    assert "edge_agent_bootstrap_servers is empty on e-1" in proc.stdout
+    out = run_preflight(inventory)
+    assert not out.startswith("OK")
+    assert "edge_agent_bootstrap_servers is empty on e-1" in out
