@@ -12,7 +12,6 @@ readings per second and ratios to kcat, since these machines are noisy.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import subprocess
@@ -21,14 +20,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 from pikit.localkafka import REPO, LocalBroker
+from pikit.testcerts import certificate, new_key, pem
 
 sys.path.insert(0, str(REPO / "edge_agent"))
 
@@ -42,48 +36,19 @@ PER_RECORD = 100
 
 
 def make_tls(work: Path) -> dict[str, Path]:
-    now = dt.datetime.now(dt.UTC)
-
-    def cert(cn: str, key: Any, signer: Any, issuer: str, ca: bool, ip: bool = False) -> x509.Certificate:
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if ip:
-            import ipaddress
-
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            )
-        return builder.sign(signer, hashes.SHA256())
-
-    def pem_key(key: Any) -> bytes:
-        return bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-
-    ca_key, key = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2))
-    ca = cert("bench CA", ca_key, ca_key, "bench CA", ca=True)
-    leaf = cert("bench", key, ca_key, "bench CA", ca=False, ip=True)
+    ca_key, key = new_key(), new_key()
+    ca = certificate("bench CA", ca_key, "bench CA", ca_key, ca=True)
+    leaf = certificate("bench", key, "bench CA", ca_key, ip="127.0.0.1")
     files = {
         "ca": work / "ca.crt",
         "bundle": work / "bench.pem",
         "cert": work / "bench.crt",
         "key": work / "bench.key",
     }
-    files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files["cert"].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    files["key"].write_bytes(pem_key(key))
-    files["bundle"].write_bytes(pem_key(key) + leaf.public_bytes(serialization.Encoding.PEM))
+    files["ca"].write_bytes(pem(None, ca))
+    files["cert"].write_bytes(pem(None, leaf))
+    files["key"].write_bytes(pem(key))
+    files["bundle"].write_bytes(pem(key, leaf))
     return files
 
 

@@ -7,7 +7,6 @@ nodes in KAFKA_TEST_NODES as name=ip:roles (c controller, b broker).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -19,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
+from pikit.testcerts import certificate, new_key, pem
 from tests.conftest import REPO
 from tests.kafka_cluster.admin_module import kafka_admin
 
@@ -175,34 +171,12 @@ def test_a_client_without_a_certificate_is_refused() -> None:
 
 
 def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
-    now = dt.datetime.now(dt.UTC)
-
-    def cert(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
-        return (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-            .sign(signer, hashes.SHA256())
-        )
-
-    rogue_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    client_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    rogue_ca = cert("rogue CA", rogue_key, "rogue CA", rogue_key, ca=True)
+    rogue_key, client_key = new_key(), new_key()
+    rogue_ca = certificate("rogue CA", rogue_key, "rogue CA", rogue_key, ca=True)
     # Same CN as the real admin: only the issuing CA differs.
-    client = cert("admin", client_key, "rogue CA", rogue_key, ca=False)
+    client = certificate("admin", client_key, "rogue CA", rogue_key)
     bundle = tmp_path / "rogue-admin.pem"
-    bundle.write_bytes(
-        client_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        + client.public_bytes(serialization.Encoding.PEM)
-        + rogue_ca.public_bytes(serialization.Encoding.PEM)
-    )
+    bundle.write_bytes(pem(client_key, client, rogue_ca))
     options = ssl_options(principal=None)
     options["ssl_certfile"] = str(bundle)
     _refused(**options)
