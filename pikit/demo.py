@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from pikit.kafka_admin import kafka_admin
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
 from pikit.topic import read_to_end
-
-
-def _kafka_admin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kafka_admin", REPO / "roles/kafka/library/kafka_admin.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _inventory() -> dict[str, Any]:
@@ -33,7 +24,7 @@ def _inventory() -> dict[str, Any]:
 
 def show_kafka(brokers: list[str], pki: Path) -> None:
     bootstrap = [f"{ip}:9092" for ip in brokers]
-    admin_module = _kafka_admin()
+    admin_module = kafka_admin
     params = {
         "bootstrap_servers": bootstrap,
         "security_protocol": "SSL",

@@ -1,12 +1,5 @@
-"""The role's kafka_admin module, imported from its file so the tests reuse its health gate."""
+"""The role's kafka_admin module, for the cluster and integration tests."""
 
-from __future__ import annotations
+from pikit.kafka_admin import kafka_admin
 
-import importlib.util
-
-from tests.conftest import REPO
-
-_spec = importlib.util.spec_from_file_location("kafka_admin", REPO / "roles/kafka/library/kafka_admin.py")
-assert _spec and _spec.loader
-kafka_admin = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kafka_admin)
+__all__ = ["kafka_admin"]
