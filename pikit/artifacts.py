@@ -7,6 +7,8 @@ Nodes never download anything: roles copy from this cache. Sources, in order:
 3. Maven Central: the runtime dependency closure of the component's artifacts,
    resolved by Maven with strict checksums, laid out like the official tarball
    (`<name>/libs/*.jar`) and packed into a reproducible tarball.
+Spark is the exception: it comes from PyPI's pyspark (an sdist, built into a wheel
+here once), and only its Kafka connector from Maven Central.
 
 `MANIFEST.json` records the sha256 of every file. A re-run with a full cache
 only re-hashes files; a file whose hash no longer matches is fetched again.
@@ -28,6 +30,7 @@ import tempfile
 import tomllib
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +142,14 @@ def from_apache_archive(project_path: str, filename: str, dest: Path) -> bool:
     return True
 
 
+# Some poms (Spark's) name extra repositories that are unreachable here; Maven Central serves all.
+MAVEN_SETTINGS = (
+    "<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>"
+    f"<url>{os.environ.get('PIKIT_MAVEN_CENTRAL', 'https://repo.maven.apache.org/maven2')}</url>"
+    "</mirror></mirrors></settings>\n"
+)
+
+
 def _pom(coordinates: list[tuple[str, str, str]]) -> str:
     deps = "\n".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
@@ -156,11 +167,15 @@ def maven_closure(coordinates: list[tuple[str, str, str]], libs: Path, log: Path
     with tempfile.TemporaryDirectory() as work:
         pom = Path(work) / "pom.xml"
         pom.write_text(_pom(coordinates))
+        settings = Path(work) / "settings.xml"
+        settings.write_text(MAVEN_SETTINGS)
         run(
             [
                 "mvn",
                 "-B",
                 "-q",
+                "-s",
+                settings,
                 "--strict-checksums",
                 "-f",
                 pom,
@@ -229,6 +244,52 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     manifest.record(rel, "maven-central")
 
 
+def _artifact_name(jar: str) -> str:
+    """`kafka-clients-3.9.0.jar` -> `kafka-clients` (what two versions of one library share)."""
+    return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
+
+
+def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
+    """Spark from the pyspark wheel (PyPI ships it as an sdist: built here once), its py4j
+    dependency, and the Kafka connector's Maven closure minus what Spark already ships."""
+    target = cache_dir() / "spark"
+    wheel = f"spark/pyspark-{version}-py2.py3-none-any.whl"
+    connector_name = f"spark-kafka-connector_{scala}-{version}"
+    connector = f"spark/{connector_name}.tgz"
+    py4j = sorted(rel for rel in manifest.files if rel.startswith("spark/py4j-"))
+    if py4j and all(manifest.verified(rel) for rel in (wheel, connector, py4j[-1])):
+        say("pyspark wheel, py4j and the Kafka connector: cached and verified")
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    log = cache_dir() / ".logs" / f"spark-{version}.log"
+    if not manifest.verified(wheel):
+        with phase(f"pyspark {version} wheel and py4j from PyPI (log: {log})"):
+            pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+            run([*pip, "wheel", "-w", target, f"pyspark=={version}"], log=log)
+        found = sorted(target.glob("py4j-*.whl"))
+        if not (cache_dir() / wheel).exists() or not found:
+            die(f"pip did not produce {wheel} and a py4j wheel; see {log}")
+        manifest.record(wheel, "pypi")
+        manifest.record(f"spark/{found[-1].name}", "pypi")
+    if manifest.verified(connector):
+        return
+    with zipfile.ZipFile(cache_dir() / wheel) as whl:
+        shipped = {_artifact_name(Path(n).name) for n in whl.namelist() if n.startswith("pyspark/jars/")}
+    with phase(f"resolve {connector_name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
+        tree = Path(work) / connector_name
+        jars = tree / "jars"
+        maven_closure([("org.apache.spark", f"spark-sql-kafka-0-10_{scala}", version)], jars, log)
+        for jar in jars.glob("*.jar"):
+            if _artifact_name(jar.name) in shipped:
+                jar.unlink()
+        kept = sorted(p.name for p in jars.glob("*.jar"))
+        if f"spark-sql-kafka-0-10_{scala}-{version}.jar" not in kept:
+            die(f"Maven did not deliver spark-sql-kafka-0-10_{scala}-{version}.jar; see {log}")
+        say(f"{len(kept)} connector jars not already in Spark: {', '.join(kept)}")
+        reproducible_tarball(tree, cache_dir() / connector)
+    manifest.record(connector, "maven-central")
+
+
 def requirement_pin(name: str) -> str:
     """A package's pinned version in requirements.txt: the controller and the devices agree."""
     for line in (REPO / "requirements.txt").read_text().splitlines():
@@ -285,6 +346,9 @@ COMPONENTS: dict[str, Callable[[Manifest], None]] = {
     "agent": fetch_agent_wheels,
     "kafka": lambda m: fetch_kafka(
         m, role_default("kafka", "kafka_version"), role_default("kafka", "kafka_scala_version")
+    ),
+    "spark": lambda m: fetch_spark(
+        m, role_default("spark", "spark_version"), role_default("spark", "spark_scala_version")
     ),
 }
 

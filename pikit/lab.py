@@ -27,6 +27,9 @@ from pikit.phases import die, phase, run, say
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_LAB = "pikit-lab"
 LABEL = "pikit.lab"
+# Every node of a lab mounts one volume here: the lab's stand-in for the NFS share that
+# the spark role sets up on real Pis (a kernel NFS server cannot run in these containers).
+SHARED_MOUNT = "/srv/pikit-shared"
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,13 @@ def _ensure_network(spec: LabSpec) -> None:
     )
 
 
+def _ensure_shared_volume(spec: LabSpec) -> str:
+    volume = f"{spec.name}-shared"
+    if _podman("volume", "exists", volume, check=False).returncode != 0:
+        _podman("volume", "create", "--label", f"{LABEL}={spec.name}", volume)
+    return volume
+
+
 def _running_containers(lab: str | None) -> dict[str, str]:
     """name -> state of this lab's containers (every lab's when `lab` is None)."""
     flt = f"label={LABEL}={lab}" if lab else f"label={LABEL}"
@@ -123,6 +133,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
     image = ensure_image(spec.suite, arch)
     with phase(f"lab {spec.name}: {len(spec.nodes)} nodes on {spec.subnet}"):
         _ensure_network(spec)
+        volume = _ensure_shared_volume(spec)
         existing = _running_containers(spec.name)
         for node in spec.nodes:
             state = existing.get(node.name)
@@ -139,6 +150,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--systemd=always",
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
+                "--volume", f"{volume}:{SHARED_MOUNT}",
                 "--label", f"{LABEL}={spec.name}",
                 "--arch", arch,
                 image,
@@ -160,6 +172,9 @@ def down(lab: str | None) -> None:
         networks = _podman("network", "ls", "--filter", flt, "--format", "{{.Name}}").stdout.decode().split()
         if networks:
             _podman("network", "rm", "-f", *networks)
+        volumes = _podman("volume", "ls", "--filter", flt, "--format", "{{.Name}}").stdout.decode().split()
+        if volumes:
+            _podman("volume", "rm", "-f", *volumes)
         # The lab's controller-side state (CA, format markers) dies with its nodes.
         states = [lab_home() / "state" / lab] if lab else list((lab_home() / "state").glob("*"))
         for state in states:

@@ -21,8 +21,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 SCHEMA_VERSION = 1
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+# Device, sensor and metric names. The Spark apps use the same pattern (Java regex syntax).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
 READING_FIELDS = ("seq", "sensor", "metric", "value", "unit", "ts")
+UNIT_MAX_LEN = 16
+TS_MIN, TS_MAX = 946684800, 4102444800  # 2000-01-01 and 2100-01-01, UTC
 
 
 class ContractError(ValueError):
@@ -57,12 +61,12 @@ def validate_reading(device: str, raw: Any) -> Reading:
     for name in ("sensor", "metric"):
         if not isinstance(raw[name], str) or not _NAME.match(raw[name]):
             raise ContractError(f"{name} must be a short name, got {raw[name]!r}")
-    if not isinstance(raw["unit"], str) or len(raw["unit"]) > 16:
+    if not isinstance(raw["unit"], str) or len(raw["unit"]) > UNIT_MAX_LEN:
         raise ContractError(f"unit must be a short string, got {raw['unit']!r}")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ContractError(f"value must be a finite number, got {value!r}")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 946684800 <= ts <= 4102444800:
-        raise ContractError(f"ts must be Unix seconds between 2000 and 2100, got {ts!r}")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not TS_MIN <= ts <= TS_MAX:
+        raise ContractError(f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}, got {ts!r}")
     return Reading(device, seq, raw["sensor"], raw["metric"], float(value), raw["unit"], float(ts))
 
 
@@ -73,15 +77,15 @@ def encode_batch(device: str, readings: list[Reading]) -> bytes:
     ).encode()
 
 
-def decode_batch(value: bytes) -> list[Reading]:
-    """Every reading of a record, or ContractError for a record that breaks the contract."""
+def decode_envelope(value: bytes) -> tuple[str, list[Any]]:
+    """A record's device and its readings, not yet validated one by one."""
     try:
         doc = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ContractError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ContractError("record is not a JSON object")
-    if doc.get("schema") != SCHEMA_VERSION:
+    if type(doc.get("schema")) is not int or doc["schema"] != SCHEMA_VERSION:
         raise ContractError(f"unknown schema {doc.get('schema')!r} (this reader knows {SCHEMA_VERSION})")
     device = doc.get("device")
     if not isinstance(device, str) or not _NAME.match(device):
@@ -89,4 +93,10 @@ def decode_batch(value: bytes) -> list[Reading]:
     readings = doc.get("readings")
     if not isinstance(readings, list) or not readings:
         raise ContractError("readings must be a non-empty list")
+    return device, readings
+
+
+def decode_batch(value: bytes) -> list[Reading]:
+    """Every reading of a record, or ContractError for a record that breaks the contract."""
+    device, readings = decode_envelope(value)
     return [validate_reading(device, raw) for raw in readings]

@@ -1,0 +1,89 @@
+"""What every bundled app shares: command-line options, logging, the Spark session, Kafka I/O."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+LOG = logging.getLogger("pikit")
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--kafka-properties",
+        default="/etc/spark/kafka-client.properties",
+        help="Kafka client settings (bootstrap.servers, mTLS), as the spark role writes them",
+    )
+    parser.add_argument("--shuffle-partitions", type=int, default=4, help="a few per core of the cluster")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
+    parser = base_parser(description)
+    parser.add_argument("--readings-topic", default="sensor-readings")
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=f"/srv/pikit/shared/checkpoints/{app}",
+        help="on storage the driver and every executor share; a restart resumes from it",
+    )
+    parser.add_argument("--trigger", default="10 seconds", help="micro-batch interval")
+    parser.add_argument(
+        "--starting-offsets", default="earliest", help="first start only; afterwards the checkpoint decides"
+    )
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage")
+    parser.add_argument("--watermark", default="2 minutes", help="how late a reading may arrive and still count")
+    return parser
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def kafka_options(path: str) -> dict[str, str]:
+    """The client properties file as the connector's `kafka.`-prefixed options."""
+    options: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, value = line.split("=", 1)
+            options[f"kafka.{key.strip()}"] = value.strip()
+    if "kafka.bootstrap.servers" not in options:
+        raise SystemExit(f"{path}: bootstrap.servers is not set")
+    return options
+
+
+def session(app: str, shuffle_partitions: int) -> SparkSession:
+    spark = (
+        SparkSession.builder.appName(app)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        # State of the watermarked operators in RocksDB: off the JVM heap, which is small on a Pi.
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: argparse.Namespace) -> DataFrame:
+    return (
+        spark.readStream.format("kafka")
+        .options(**kafka)
+        .option("subscribe", topic)
+        .option("startingOffsets", args.starting_offsets)
+        .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+        # Readings deleted by retention while the app was down are logged, not fatal.
+        .option("failOnDataLoss", "false")
+        .load()
+    )

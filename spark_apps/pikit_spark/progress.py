@@ -1,0 +1,34 @@
+"""Each micro-batch of each query, one log line: what a Pi operator watches in journald."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from pikit_spark.common import LOG
+
+
+class _ProgressLog(StreamingQueryListener):
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+        LOG.info("query %s started (id %s)", event.name, event.id)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        p = event.progress
+        if p.numInputRows or p.batchId % 30 == 0:
+            LOG.info(
+                "query %s batch %d: %d rows in, %.1f rows/s, watermark %s",
+                p.name, p.batchId, p.numInputRows, p.processedRowsPerSecond or 0.0,
+                (p.eventTime or {}).get("watermark", "-"),
+            )  # fmt: skip
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        LOG.warning("query %s terminated%s", event.id, f": {event.exception}" if event.exception else "")
+
+
+def log_progress(spark: SparkSession) -> None:
+    spark.streams.addListener(_ProgressLog())

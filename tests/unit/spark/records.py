@@ -1,0 +1,51 @@
+"""Kafka-like records for the Spark tests: well-formed batches and every way to break the contract."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+T0 = 1_795_000_000.0  # 2026-11-18, aligned to a minute boundary below
+T0 = T0 - T0 % 60
+
+
+def reading(seq: int, ts: float, value: float = 20.0, sensor: str = "sim", metric: str = "temperature") -> dict[str, Any]:
+    return {"seq": seq, "sensor": sensor, "metric": metric, "value": value, "unit": "C", "ts": ts}
+
+
+def batch(device: str, readings: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"schema": 1, "device": device, "readings": readings}).encode()
+
+
+MALFORMED_RECORDS: list[bytes] = [
+    b"not json at all",
+    b"[1, 2, 3]",
+    b'{"schema": 2, "device": "edge-1", "readings": [{}]}',
+    b'{"schema": 1.0, "device": "edge-1", "readings": [{}]}',
+    b'{"schema": true, "device": "edge-1", "readings": [{}]}',
+    b'{"schema": 1, "device": "bad device!", "readings": []}',
+    b'{"schema": 1, "device": "edge-1", "readings": []}',
+    b'{"schema": 1, "device": "edge-1", "readings": {"seq": 1}}',
+    b'{"schema": 1, "readings": [{}]}',
+    b"\xff\xfe\x00 not utf-8",
+]
+
+MALFORMED_READINGS: list[Any] = [
+    "a string",
+    7,
+    {"sensor": "sim", "metric": "t", "value": 1.0, "unit": "C", "ts": T0},  # no seq
+    {**reading(1, T0), "seq": -1},
+    {**reading(1, T0), "seq": 1.5},
+    {**reading(1, T0), "seq": "5"},
+    {**reading(1, T0), "seq": True},
+    {**reading(1, T0), "sensor": ""},
+    {**reading(1, T0), "sensor": 5},
+    {**reading(1, T0), "metric": "has space"},
+    {**reading(1, T0), "unit": "x" * 17},
+    {**reading(1, T0), "unit": None},
+    {**reading(1, T0), "value": "12.5"},
+    {**reading(1, T0), "value": None},
+    {**reading(1, T0), "value": True},
+    {**reading(1, T0), "ts": 12},
+    {**reading(1, T0), "ts": "2026-01-01"},
+]

@@ -1,0 +1,71 @@
+"""The Spark parser accepts and rejects exactly what the agent's contract module does."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from edge_agent.contract import ContractError, decode_envelope, validate_reading
+from pikit_spark.readings import dead_letter_records, parse
+from pyspark.sql import SparkSession
+
+from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
+
+
+def _frame(spark: SparkSession, values: list[bytes]) -> Any:
+    rows = [(b"k", v, "sensor-readings", 0, i) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long")
+
+
+def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[int, int]], int]:
+    """(offset, seq) of the readings the contract accepts, and how many things it rejects."""
+    good: set[tuple[int, int]] = set()
+    rejected = 0
+    for offset, value in enumerate(values):
+        try:
+            device, raws = decode_envelope(value)
+        except ContractError:
+            rejected += 1
+            continue
+        for raw in raws:
+            try:
+                good.add((offset, validate_reading(device, raw).seq))
+            except ContractError:
+                rejected += 1
+    return good, rejected
+
+
+def test_parser_agrees_with_the_contract(spark: SparkSession) -> None:
+    mixed = [reading(10, T0), *MALFORMED_READINGS, reading(11, T0 + 1, value=-3.5)]
+    values = [batch("edge-1", [reading(1, T0), reading(2, T0 + 1)]), *MALFORMED_RECORDS, batch("edge-2", mixed)]
+    expected_good, expected_rejected = _python_verdicts(values)
+    assert expected_rejected == len(MALFORMED_RECORDS) + len(MALFORMED_READINGS)
+
+    parsed = parse(_frame(spark, values))
+    good = {(r["device"], r["seq"]) for r in parsed.readings.collect()}
+    assert good == {("edge-1", 1), ("edge-1", 2), ("edge-2", 10), ("edge-2", 11)}
+    assert len(good) == len(expected_good)
+    dead = parsed.dead_letters.collect()
+    reasons = [d["reason"] for d in dead]
+    assert len(dead) == expected_rejected, reasons
+    assert all(reasons)
+
+
+def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -> None:
+    bad_reading = {**reading(3, T0), "value": "hot"}
+    values = [b"not json at all", batch("edge-1", [reading(2, T0), bad_reading])]
+    records = dead_letter_records(parse(_frame(spark, values)).dead_letters).collect()
+    by_value = {bytes(r["value"]): {h["key"]: bytes(h["value"]).decode() for h in r["headers"]} for r in records}
+    assert by_value[b"not json at all"]["source"] == "sensor-readings/0/0"
+    assert "contract" in by_value[b"not json at all"]["reason"]
+    (reading_bytes,) = [v for v in by_value if v != b"not json at all"]
+    assert json.loads(reading_bytes) == bad_reading
+    assert by_value[reading_bytes]["reason"] == "value must be a finite number"
+    assert by_value[reading_bytes]["source"] == "sensor-readings/0/1"
+
+
+def test_valid_readings_keep_their_values_and_event_time(spark: SparkSession) -> None:
+    values = [batch("edge-1", [reading(7, T0 + 0.25, value=21.5, metric="humidity")])]
+    (row,) = parse(_frame(spark, values)).readings.collect()
+    assert (row["device"], row["seq"], row["metric"], row["value"], row["unit"]) == ("edge-1", 7, "humidity", 21.5, "C")
+    assert row["event_time"].timestamp() == T0 + 0.25
