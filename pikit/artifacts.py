@@ -275,7 +275,10 @@ def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
         return
     with zipfile.ZipFile(cache_dir() / wheel) as whl:
         shipped = {_artifact_name(Path(n).name) for n in whl.namelist() if n.startswith("pyspark/jars/")}
-    with phase(f"resolve {connector_name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
+    with (
+        phase(f"resolve {connector_name} from Maven Central (log: {log})"),
+        tempfile.TemporaryDirectory() as work,
+    ):
         tree = Path(work) / connector_name
         jars = tree / "jars"
         maven_closure([("org.apache.spark", f"spark-sql-kafka-0-10_{scala}", version)], jars, log)

@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = streaming_parser(__doc__.split("\n\n")[0], APP)
     parser.add_argument("--aggregates-topic", default="sensor-aggregates")
     parser.add_argument("--dead-letter-topic", default="sensor-dead-letter")
-    parser.add_argument("--output-dir", default="/srv/pikit/shared/output", help="Parquet aggregates go to <dir>/aggregates")
+    parser.add_argument(
+        "--output-dir", default="/srv/pikit/shared/output", help="Parquet aggregates go to <dir>/aggregates"
+    )
     parser.add_argument("--window", default="1 minute", help="tumbling event-time window")
     args = parser.parse_args(argv)
     setup_logging(args.log_level)

@@ -43,6 +43,9 @@ def as_kafka_records(stats: DataFrame) -> DataFrame:
     """Keyed by device (one device's windows stay in order in one partition)."""
     body = F.struct(
         F.lit(AGGREGATE_SCHEMA_VERSION).alias("schema"),
-        "device", "sensor", "metric", "unit", "window_start", "window_end", "count", "min", "max", "mean", "stddev",
+        "device", "sensor", "metric", "unit", "window_start", "window_end",
+        "count", "min", "max", "mean", "stddev",
     )  # fmt: skip
-    return stats.select(F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value"))
+    return stats.select(
+        F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value")
+    )

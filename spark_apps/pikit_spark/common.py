@@ -36,8 +36,12 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--starting-offsets", default="earliest", help="first start only; afterwards the checkpoint decides"
     )
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage")
-    parser.add_argument("--watermark", default="2 minutes", help="how late a reading may arrive and still count")
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage"
+    )
+    parser.add_argument(
+        "--watermark", default="2 minutes", help="how late a reading may arrive and still count"
+    )
     return parser
 
 
@@ -45,6 +49,8 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # py4j logs every callback at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def kafka_options(path: str) -> dict[str, str]:

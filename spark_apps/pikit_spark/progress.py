@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from pikit_spark.common import LOG
 

@@ -87,7 +87,10 @@ def parse(records: DataFrame) -> Parsed:
     )  # fmt: skip
     record_reason = _first_failure(
         [
-            (F.col("env").isNotNull() & F.col("env.schema").isNotNull(), "not a JSON object of the reading contract"),
+            (
+                F.col("env").isNotNull() & F.col("env.schema").isNotNull(),
+                "not a JSON object of the reading contract",
+            ),
             (F.col("env.schema") == SCHEMA_VERSION, f"unknown schema (this reader knows {SCHEMA_VERSION})"),
             (F.col("env.device").rlike(NAME_PATTERN), "device must be a short name"),
             (F.col("readings_raw").startswith("["), "readings must be a non-empty list"),
@@ -109,10 +112,16 @@ def parse(records: DataFrame) -> Parsed:
     for name in READING_FIELDS:
         checks.append((_raw_field(raw, name).isNotNull(), f"reading lacks {name}"))
     checks += [
-        (_raw_field(raw, "seq").rlike(_TYPED["seq"]) & (reading["seq"] >= 0), "seq must be a non-negative integer"),
+        (
+            _raw_field(raw, "seq").rlike(_TYPED["seq"]) & (reading["seq"] >= 0),
+            "seq must be a non-negative integer",
+        ),
         (reading["sensor"].rlike(NAME_PATTERN) & _is_string(raw, "sensor"), "sensor must be a short name"),
         (reading["metric"].rlike(NAME_PATTERN) & _is_string(raw, "metric"), "metric must be a short name"),
-        (_is_string(raw, "unit") & (F.length(reading["unit"]) <= UNIT_MAX_LEN), "unit must be a short string"),
+        (
+            _is_string(raw, "unit") & (F.length(reading["unit"]) <= UNIT_MAX_LEN),
+            "unit must be a short string",
+        ),
         (
             _is_number(raw, "value") & reading["value"].between(-_DOUBLE_MAX, _DOUBLE_MAX),
             "value must be a finite number",

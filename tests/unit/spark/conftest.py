@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "spark_apps"))
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")

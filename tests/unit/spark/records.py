@@ -9,7 +9,9 @@ T0 = 1_795_000_000.0  # 2026-11-18, aligned to a minute boundary below
 T0 = T0 - T0 % 60
 
 
-def reading(seq: int, ts: float, value: float = 20.0, sensor: str = "sim", metric: str = "temperature") -> dict[str, Any]:
+def reading(
+    seq: int, ts: float, value: float = 20.0, sensor: str = "sim", metric: str = "temperature"
+) -> dict[str, Any]:
     return {"seq": seq, "sensor": sensor, "metric": metric, "value": value, "unit": "C", "ts": ts}
 
 

@@ -32,7 +32,9 @@ class Feed:
 
 
 def _start(spark: SparkSession, root: Path) -> Any:
-    records = spark.readStream.schema(KAFKA_SCHEMA).option("recursiveFileLookup", "true").parquet(str(root / "in"))
+    records = (
+        spark.readStream.schema(KAFKA_SCHEMA).option("recursiveFileLookup", "true").parquet(str(root / "in"))
+    )
     stats = window_stats(deduplicated(parse(records).readings, "30 seconds"), "1 minute")
     return (
         stats.writeStream.format("parquet").option("path", str(root / "out"))
@@ -49,7 +51,9 @@ def _expect(values: list[float]) -> tuple[int, float, float, float, float]:
     return len(values), min(values), max(values), statistics.fmean(values), statistics.pstdev(values)
 
 
-def test_windows_drop_duplicates_and_late_data_and_survive_a_restart(spark: SparkSession, tmp_path: Path) -> None:
+def test_windows_drop_duplicates_and_late_data_and_survive_a_restart(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     feed = Feed(spark, tmp_path)
     first = [reading(i, T0 + i, value=float(i)) for i in range(60)]
     second = [reading(60 + i, T0 + 60 + i, value=float(i % 7)) for i in range(60)]
@@ -71,7 +75,11 @@ def test_windows_drop_duplicates_and_late_data_and_survive_a_restart(spark: Spar
     windows = _windows(spark, tmp_path)
     assert [w["window_start"] for w in windows] == [T0, T0 + 60, T0 + 180]
     got = [(w["count"], w["min"], w["max"], w["mean"], w["stddev"]) for w in windows]
-    expected = [_expect([float(i) for i in range(60)]), _expect([float(i % 7) for i in range(60)]), _expect([5.0])]
+    expected = [
+        _expect([float(i) for i in range(60)]),
+        _expect([float(i % 7) for i in range(60)]),
+        _expect([5.0]),
+    ]
     for g, e in zip(got, expected, strict=True):
         assert g[:3] == e[:3]
         assert abs(g[3] - e[3]) < 1e-9 and abs(g[4] - e[4]) < 1e-9

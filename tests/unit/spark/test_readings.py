@@ -37,7 +37,11 @@ def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[int, int]], int]:
 
 def test_parser_agrees_with_the_contract(spark: SparkSession) -> None:
     mixed = [reading(10, T0), *MALFORMED_READINGS, reading(11, T0 + 1, value=-3.5)]
-    values = [batch("edge-1", [reading(1, T0), reading(2, T0 + 1)]), *MALFORMED_RECORDS, batch("edge-2", mixed)]
+    values = [
+        batch("edge-1", [reading(1, T0), reading(2, T0 + 1)]),
+        *MALFORMED_RECORDS,
+        batch("edge-2", mixed),
+    ]
     expected_good, expected_rejected = _python_verdicts(values)
     assert expected_rejected == len(MALFORMED_RECORDS) + len(MALFORMED_READINGS)
 
@@ -55,7 +59,9 @@ def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -
     bad_reading = {**reading(3, T0), "value": "hot"}
     values = [b"not json at all", batch("edge-1", [reading(2, T0), bad_reading])]
     records = dead_letter_records(parse(_frame(spark, values)).dead_letters).collect()
-    by_value = {bytes(r["value"]): {h["key"]: bytes(h["value"]).decode() for h in r["headers"]} for r in records}
+    by_value = {
+        bytes(r["value"]): {h["key"]: bytes(h["value"]).decode() for h in r["headers"]} for r in records
+    }
     assert by_value[b"not json at all"]["source"] == "sensor-readings/0/0"
     assert "contract" in by_value[b"not json at all"]["reason"]
     (reading_bytes,) = [v for v in by_value if v != b"not json at all"]
@@ -67,5 +73,11 @@ def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -
 def test_valid_readings_keep_their_values_and_event_time(spark: SparkSession) -> None:
     values = [batch("edge-1", [reading(7, T0 + 0.25, value=21.5, metric="humidity")])]
     (row,) = parse(_frame(spark, values)).readings.collect()
-    assert (row["device"], row["seq"], row["metric"], row["value"], row["unit"]) == ("edge-1", 7, "humidity", 21.5, "C")
+    assert (row["device"], row["seq"], row["metric"], row["value"], row["unit"]) == (
+        "edge-1",
+        7,
+        "humidity",
+        21.5,
+        "C",
+    )
     assert row["event_time"].timestamp() == T0 + 0.25

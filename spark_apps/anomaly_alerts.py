@@ -1,0 +1,80 @@
+"""anomaly_alerts: readings outside per-sensor thresholds, or more than k standard deviations
+from their device's rolling baseline, go to the alerts topic (keyed by device).
+
+Thresholds are `--threshold sensor.metric=low:high` (repeatable, either bound optional).
+The baseline is kept on the shared storage next to the checkpoint; see
+pikit_spark/anomalies.py for how it survives a restart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pikit_spark.aggregates import deduplicated
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, as_kafka_records, updated_baseline
+from pikit_spark.common import LOG, kafka_options, read_topic, session, setup_logging, streaming_parser
+from pikit_spark.progress import log_progress
+from pikit_spark.readings import parse
+
+APP = "anomaly_alerts"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = streaming_parser(__doc__.split("\n\n")[0], APP)
+    parser.add_argument("--alerts-topic", default="sensor-alerts")
+    parser.add_argument(
+        "--threshold", action="append", default=[], type=Threshold.parse, metavar="SENSOR.METRIC=LOW:HIGH"
+    )
+    parser.add_argument(
+        "-k", "--stddevs", type=float, default=4.0, help="deviation from the baseline that alerts"
+    )
+    parser.add_argument(
+        "--min-samples", type=int, default=30, help="readings a baseline needs before it alerts"
+    )
+    parser.add_argument(
+        "--baseline-readings", type=int, default=1000, help="how many readings the baseline remembers"
+    )
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    rules = Rules(tuple(args.threshold), args.stddevs, args.min_samples, args.baseline_readings)
+
+    spark = session(APP, args.shuffle_partitions)
+    log_progress(spark)
+    kafka = kafka_options(args.kafka_properties)
+    checkpoints = args.checkpoint_dir.rstrip("/")
+    store = BaselineStore(spark, f"{checkpoints}/baseline")
+    readings = deduplicated(
+        parse(read_topic(spark, kafka, args.readings_topic, args)).readings, args.watermark
+    )
+
+    def judge(batch: Any, batch_id: int) -> None:
+        batch.persist()
+        baseline = store.before(batch_id)
+        found = alerts(batch, baseline, rules).persist()
+        count = found.count()
+        if count:
+            as_kafka_records(found).write.format("kafka").options(**kafka).option(
+                "topic", args.alerts_topic
+            ).save()
+            LOG.info("batch %d: %d alerts", batch_id, count)
+        store.write(batch_id, updated_baseline(baseline, batch, rules))
+        found.unpersist()
+        batch.unpersist()
+
+    query = (
+        readings.writeStream.foreachBatch(judge).option("checkpointLocation", f"{checkpoints}/readings")
+        .trigger(processingTime=args.trigger).queryName(APP).start()
+    )  # fmt: skip
+    LOG.info(
+        "%s: %s -> %s; %d thresholds, k=%.1f",
+        APP,
+        args.readings_topic,
+        args.alerts_topic,
+        len(rules.thresholds),
+        rules.k,
+    )
+    query.awaitTermination()
+
+
+if __name__ == "__main__":
+    main()

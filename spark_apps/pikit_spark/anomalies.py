@@ -1,0 +1,143 @@
+"""Alerts for readings outside fixed thresholds or far from their rolling baseline.
+
+The baseline is Welford's running count/mean/M2 per device x sensor x metric, its count
+capped at `baseline_n` so that old readings fade out (a rolling baseline). It lives in
+Parquet on the shared storage, one version per micro-batch: a batch replayed after a
+crash reads the version before it and writes its own again, so the baseline never
+counts a reading twice. Readings are judged against the baseline as it was when their
+micro-batch started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+ALERT_SCHEMA_VERSION = 1
+KEY = ["device", "sensor", "metric"]
+
+
+@dataclass(frozen=True)
+class Threshold:
+    sensor: str
+    metric: str
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def parse(cls, text: str) -> Threshold:
+        """`sensor.metric=low:high`, either bound may be empty: `cpu.temperature=:80`."""
+        try:
+            name, bounds = text.split("=", 1)
+            sensor, metric = name.split(".", 1)
+            low, high = bounds.split(":", 1)
+            threshold = cls(sensor, metric, float(low) if low else None, float(high) if high else None)
+        except ValueError:
+            raise ValueError(
+                f"threshold {text!r}: expected sensor.metric=low:high, e.g. cpu.temperature=:80"
+            ) from None
+        if threshold.low is None and threshold.high is None:
+            raise ValueError(f"threshold {text!r}: give at least one bound")
+        return threshold
+
+
+@dataclass(frozen=True)
+class Rules:
+    thresholds: tuple[Threshold, ...]
+    k: float = 4.0  # standard deviations
+    min_samples: int = 30  # a baseline younger than this raises no alert
+    baseline_n: int = 1000  # how many readings the rolling baseline remembers
+
+
+def _threshold_reason(rules: Rules) -> Column:
+    reason = F.lit(None).cast("string")
+    for t in reversed(rules.thresholds):
+        match = (F.col("sensor") == t.sensor) & (F.col("metric") == t.metric)
+        if t.low is not None:
+            reason = F.when(match & (F.col("value") < t.low), F.lit(f"below {t.low:g}")).otherwise(reason)
+        if t.high is not None:
+            reason = F.when(match & (F.col("value") > t.high), F.lit(f"above {t.high:g}")).otherwise(reason)
+    return reason
+
+
+def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
+    """Readings that break a threshold or lie more than k stddevs from the baseline's mean."""
+    joined = readings.join(baseline.select(*KEY, "n", "mean", "m2"), KEY, "left")
+    stddev = F.sqrt(F.col("m2") / F.col("n"))
+    z = F.abs(F.col("value") - F.col("mean")) / stddev
+    deviation = F.when(
+        (F.col("n") >= rules.min_samples) & (stddev > 0) & (z > rules.k),
+        F.format_string("%.1f standard deviations from the baseline mean %.3f", z, F.col("mean")),
+    )
+    judged = joined.withColumn("reason", F.coalesce(_threshold_reason(rules), deviation))
+    return judged.where(F.col("reason").isNotNull()).select(
+        *KEY,
+        "seq",
+        "value",
+        "unit",
+        "ts",
+        "reason",
+        F.col("mean").alias("baseline_mean"),
+        stddev.alias("baseline_stddev"),
+    )
+
+
+def updated_baseline(baseline: DataFrame, readings: DataFrame, rules: Rules) -> DataFrame:
+    """Chan et al.'s merge of the old state with this batch's count/mean/M2, count capped."""
+    batch = readings.groupBy(*KEY).agg(
+        F.count(F.lit(1)).cast("double").alias("bn"),
+        F.avg("value").alias("bmean"),
+        (F.var_pop("value") * F.count(F.lit(1))).alias("bm2"),
+    )
+    merged = baseline.join(batch, KEY, "full_outer").select(
+        *KEY,
+        F.coalesce("n", F.lit(0.0)).alias("an"), F.coalesce("mean", F.lit(0.0)).alias("amean"),
+        F.coalesce("m2", F.lit(0.0)).alias("am2"),
+        F.coalesce("bn", F.lit(0.0)).alias("bn"), F.coalesce("bmean", F.lit(0.0)).alias("bmean"),
+        F.coalesce("bm2", F.lit(0.0)).alias("bm2"),
+    )  # fmt: skip
+    n = F.col("an") + F.col("bn")
+    delta = F.col("bmean") - F.col("amean")
+    mean = F.col("amean") + delta * F.col("bn") / n
+    m2 = F.col("am2") + F.col("bm2") + delta * delta * F.col("an") * F.col("bn") / n
+    scale = F.least(F.lit(1.0), F.lit(float(rules.baseline_n)) / n)
+    return merged.select(*KEY, (n * scale).alias("n"), mean.alias("mean"), (m2 * scale).alias("m2"))
+
+
+def as_kafka_records(found: DataFrame) -> DataFrame:
+    body = F.struct(F.lit(ALERT_SCHEMA_VERSION).alias("schema"), *found.columns)
+    return found.select(
+        F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value")
+    )
+
+
+class BaselineStore:
+    """Versioned baseline tables under one directory: <dir>/batch=<id>."""
+
+    SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
+
+    def __init__(self, spark: SparkSession, root: str, keep: int = 3) -> None:
+        self.spark, self.root, self.keep = spark, Path(root), keep
+
+    def _versions(self) -> list[int]:
+        if not self.root.exists():
+            return []
+        return sorted(
+            int(p.name.split("=", 1)[1]) for p in self.root.glob("batch=*") if (p / "_SUCCESS").exists()
+        )
+
+    def before(self, batch_id: int) -> DataFrame:
+        older = [v for v in self._versions() if v < batch_id]
+        if not older:
+            return self.spark.createDataFrame([], self.SCHEMA)
+        return self.spark.read.parquet(str(self.root / f"batch={older[-1]}"))
+
+    def write(self, batch_id: int, table: DataFrame) -> None:
+        table.coalesce(1).write.mode("overwrite").parquet(str(self.root / f"batch={batch_id}"))
+        for old in [v for v in self._versions() if v < batch_id][: -self.keep]:
+            for path in sorted((self.root / f"batch={old}").rglob("*"), reverse=True):
+                path.unlink() if path.is_file() else path.rmdir()
+            (self.root / f"batch={old}").rmdir()

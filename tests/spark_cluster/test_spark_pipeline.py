@@ -1,0 +1,175 @@
+"""Verify the spark role's cluster and sensor_aggregates on it (molecule verify).
+
+Runs on the controller against the lab: a real standalone master and two workers, a
+real Kafka broker, the app submitted by playbooks/submit.yml. A test device sends a
+known stream (duplicates, malformed records and readings, late readings); the
+aggregates topic must hold exactly what tests/pipeline_model.py computes from it,
+also across a kill -9 of the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from edge_agent.contract import Reading, encode_batch
+from kafka import KafkaProducer
+
+from pikit.topic import read_to_end
+from tests.pipeline_model import compare, expected_windows, split_records
+
+MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")
+WORKERS = [w for w in os.environ.get("SPARK_TEST_WORKERS", "").split(",") if w]
+BOOTSTRAP = [b for b in os.environ.get("SPARK_TEST_BROKERS", "").split(",") if b]
+PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
+APP = "sensor_aggregates"
+
+pytestmark = pytest.mark.skipif(not MASTER_IP, reason="needs a converged lab (SPARK_TEST_MASTER)")
+
+
+def client(principal: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": BOOTSTRAP,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(PKI / "ca.crt"),
+        "ssl_certfile": str(PKI / "clients" / f"{principal}.pem"),
+    }
+
+
+def master_json() -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{MASTER_IP}:8080/json/", timeout=10) as response:
+        return dict(json.load(response))
+
+
+def app_ids() -> list[str]:
+    return [a["id"] for a in master_json().get("activeapps", []) if a["name"] == APP]
+
+
+def wait_for(what: str, check: Any, timeout: float = 240.0, every: float = 3.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def values(topic: str) -> list[bytes]:
+    return [r.value for r in read_to_end(topic, **client("admin"))]
+
+
+class Device:
+    """A test device: deterministic readings, batched into records as the agent does."""
+
+    def __init__(self, name: str, seed: int) -> None:
+        self.name, self.seq, self.rng = name, 0, random.Random(seed)
+
+    def readings(self, start: float, seconds: int, step: int = 5) -> list[Reading]:
+        out = []
+        for offset in range(0, seconds, step):
+            for metric in ("temperature", "humidity"):
+                value = round(self.rng.uniform(-10.0, 40.0), 3)
+                out.append(Reading(self.name, self.seq, "sim", metric, value, "C", start + offset + 0.5))
+                self.seq += 1
+        return out
+
+    def records(self, readings: list[Reading], per_record: int = 10) -> list[bytes]:
+        return [
+            encode_batch(self.name, readings[i : i + per_record]) for i in range(0, len(readings), per_record)
+        ]
+
+
+def test_workers_are_alive() -> None:
+    alive = sorted(w["host"] for w in master_json()["workers"] if w["state"] == "ALIVE")
+    assert alive == sorted(WORKERS)
+
+
+def test_aggregates_are_exact_across_a_driver_crash() -> None:
+    base = (int(time.time()) // 60 - 10) * 60
+    devices = [Device("dev-a", 1), Device("dev-b", 2)]
+    producer = KafkaProducer(**client("edge-sim"), acks="all")
+    sent: list[bytes] = []
+
+    def send(records: list[bytes], key: str) -> None:
+        for value in records:
+            producer.send("sensor-readings", key=key.encode(), value=value)
+            sent.append(value)
+        producer.flush()
+
+    shape = {"sensor": "sim", "metric": "temperature", "unit": "C"}
+    malformed = [
+        b"not json",
+        b'{"schema": 2, "device": "dev-a", "readings": [{}]}',
+        b'{"schema": 1, "device": "dev-a", "readings": []}',
+        # A valid record with two broken readings (a string value, a ts in 1970).
+        json.dumps({"schema": 1, "device": "dev-b", "readings": [
+            {**shape, "seq": 9000, "value": "hot", "ts": base + 1},
+            {**shape, "seq": 9001, "value": 1.0, "ts": 5},
+        ]}).encode(),
+    ]  # fmt: skip
+    first = {d.name: d.records(d.readings(base, 150)) for d in devices}
+    second = {d.name: d.records(d.readings(base + 150, 150)) for d in devices}
+
+    # Part one, with a resent record per device (an agent crash) and the malformed ones.
+    for name, records in first.items():
+        send(records + records[3:4], name)
+    send(malformed, "dev-b")
+    _, expected_dead = split_records(malformed)
+    wait_for("the dead letters", lambda: len(values("sensor-dead-letter")) >= len(expected_dead))
+
+    # kill -9 the driver; systemd brings it back and it resumes from its checkpoints.
+    (before,) = app_ids()
+    subprocess.run(
+        ["podman", "exec", MASTER_NAME, "systemctl", "kill", "--signal=KILL", "spark-app-sensor-aggregates"],
+        check=True,
+    )
+    wait_for("the app to come back under a new id", lambda: app_ids() and app_ids() != [before])
+
+    # Part two, resent records again, then a reading far ahead that moves the watermark
+    # (1 minute) past every window so far.
+    for name, records in second.items():
+        send(records + records[:2], name)
+    closer = Device("dev-c", 3)
+    send(closer.records(closer.readings(base + 720, 5, step=10)), "dev-c")
+
+    readings, _ = split_records(sent)
+    expected = expected_windows(readings)
+    wait_for("every window", lambda: len({*map(_key, values("sensor-aggregates"))}) >= len(expected) - 2)
+
+    # Late readings of closed windows are dropped; a second closer flushes the first one's window.
+    late = Device("dev-a", 4)
+    late.seq = 10_000
+    send(late.records(late.readings(base + 30, 20)), "dev-a")
+    send(closer.records(closer.readings(base + 1500, 5, step=10)), "dev-c")
+    closed = {k for k in expected if k[0] == "dev-c" and k[3] < base + 1500}
+    wait_for("the first closer's window", lambda: closed <= {*map(_key, values("sensor-aggregates"))})
+
+    expected = {k: v for k, v in expected.items() if k[3] < base + 1500}
+    problems = compare(expected, values("sensor-aggregates"))
+    assert not problems, "\n".join(problems)
+    dead = values("sensor-dead-letter")
+    assert sorted(dead) == sorted(expected_dead)
+
+
+def _key(value: bytes) -> tuple[str, str, str, int]:
+    doc = json.loads(value)
+    return doc["device"], doc["sensor"], doc["metric"], int(doc["window_start"])
+
+
+def test_executors_ran_on_the_workers() -> None:
+    with urllib.request.urlopen(f"http://{MASTER_IP}:4040/api/v1/applications", timeout=10) as response:
+        (app,) = json.load(response)
+    url = f"http://{MASTER_IP}:4040/api/v1/applications/{app['id']}/executors"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        executors = [e for e in json.load(response) if e["id"] != "driver"]
+    hosts = sorted(e["hostPort"].rsplit(":", 1)[0] for e in executors)
+    assert hosts == sorted(WORKERS)
+    assert all(e["totalTasks"] > 0 for e in executors)

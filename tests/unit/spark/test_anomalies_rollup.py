@@ -1,0 +1,81 @@
+"""anomaly_alerts' rules and baseline, and daily_rollup's pooling, against plain Python."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, updated_baseline
+from pikit_spark.rollup import daily
+from pyspark.sql import DataFrame, SparkSession
+
+from tests.unit.spark.records import T0
+
+READINGS = "device string, sensor string, metric string, seq long, value double, unit string, ts double"
+
+
+def _readings(spark: SparkSession, values: list[float], start_seq: int = 0) -> DataFrame:
+    rows = [("edge-1", "sim", "temperature", start_seq + i, v, "C", T0 + i) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, READINGS)
+
+
+def test_threshold_syntax_is_checked() -> None:
+    assert Threshold.parse("cpu.temperature=:80") == Threshold("cpu", "temperature", None, 80.0)
+    assert Threshold.parse("bme280.humidity=5:95") == Threshold("bme280", "humidity", 5.0, 95.0)
+    for bad in ("cpu.temperature", "cpu=1:2", "cpu.temperature=:", "cpu.t=a:b"):
+        with pytest.raises(ValueError, match="threshold"):
+            Threshold.parse(bad)
+
+
+def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    rules = Rules((Threshold("sim", "temperature", None, 30.0),), k=3.0, min_samples=10, baseline_n=10_000)
+    store = BaselineStore(spark, str(tmp_path / "baseline"))
+    first = [20.0 + (i % 5) * 0.1 for i in range(40)]
+    second = [20.0 + (i % 3) * 0.2 for i in range(25)]
+    for batch_id, values in enumerate([first, second]):
+        frame = _readings(spark, values, start_seq=batch_id * 100)
+        assert alerts(frame, store.before(batch_id), rules).count() == 0
+        store.write(batch_id, updated_baseline(store.before(batch_id), frame, rules))
+    # A replayed batch 1 starts again from batch 0's baseline: nothing counted twice.
+    store.write(1, updated_baseline(store.before(1), _readings(spark, second, 100), rules))
+
+    (row,) = store.before(2).collect()
+    everything = first + second
+    assert row["n"] == len(everything)
+    assert math.isclose(row["mean"], statistics.fmean(everything), rel_tol=1e-12)
+    assert math.isclose(row["m2"] / row["n"], statistics.pvariance(everything), rel_tol=1e-9)
+
+    suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
+    found = {r["seq"]: r["reason"] for r in alerts(suspicious, store.before(2), rules).collect()}
+    assert set(found) == {501, 502}
+    assert "standard deviations" in found[501]
+    assert found[502] == "above 30"
+
+
+def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
+    rules = Rules((), k=3.0, min_samples=10)
+    empty = spark.createDataFrame([], BaselineStore.SCHEMA)
+    baseline = updated_baseline(empty, _readings(spark, [1.0, 2.0, 3.0]), rules)
+    assert alerts(_readings(spark, [1000.0], 50), baseline, rules).count() == 0
+
+
+def test_daily_rollup_pools_windows_exactly(spark: SparkSession) -> None:
+    windows = [[1.0, 2.0, 3.0, 4.0], [10.0, 11.0], [5.0]]
+    rows = [
+        ("2026-11-18", "edge-1", "sim", "temperature", "C", len(w), min(w), max(w), statistics.fmean(w),
+         statistics.pstdev(w))
+        for w in windows
+    ]  # fmt: skip
+    schema = (
+        "date string, device string, sensor string, metric string, unit string,"
+        " count long, min double, max double, mean double, stddev double"
+    )
+    (day,) = daily(spark.createDataFrame(rows, schema)).collect()
+    flat = [v for w in windows for v in w]
+    assert (day["count"], day["min"], day["max"], day["windows"]) == (len(flat), 1.0, 11.0, 3)
+    assert math.isclose(day["mean"], statistics.fmean(flat), rel_tol=1e-12)
+    assert math.isclose(day["stddev"], statistics.pstdev(flat), rel_tol=1e-9)
