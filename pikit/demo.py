@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
 
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
 from pikit.topic import read_to_end
+
+sys.path.insert(0, str(REPO / "edge_agent"))
+from edge_agent.contract import ContractError, decode_batch
 
 
 def _inventory() -> dict[str, Any]:
@@ -64,11 +75,6 @@ With the generated admin client certificate ({pki}/clients/admin.pem):
 
 def show_readings(bootstrap: list[str], pki: Path) -> None:
     """The latest reading per device and metric, straight from the readings topic."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "edge_agent"))
-    from edge_agent.contract import ContractError, decode_batch
-
     records = read_to_end(
         "sensor-readings",
         bootstrap_servers=bootstrap,
@@ -94,6 +100,131 @@ def show_readings(bootstrap: list[str], pki: Path) -> None:
         print(f"  {device:<8} {metric:<12} {r.value:>9.3f} {r.unit:<4} seq {r.seq}")
 
 
+def _client(bootstrap: list[str], pki: Path) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_certfile": str(pki / "clients/admin.pem"),
+    }
+
+
+def show_spark(master: str) -> None:
+    try:
+        with urllib.request.urlopen(f"http://{master}:8080/json/", timeout=10) as response:
+            state = json.load(response)
+    except OSError as exc:
+        print(f"\nSpark master {master}: not answering ({exc})")
+        return
+    alive = [w for w in state["workers"] if w["state"] == "ALIVE"]
+    print(f"\nSpark standalone {state['url']}: {len(alive)} workers ALIVE, {state['cores']} cores")
+    for worker in alive:
+        cores, memory = (
+            f"{worker['coresused']}/{worker['cores']}",
+            f"{worker['memoryused']}/{worker['memory']}",
+        )
+        used = f"cores {cores}  memory {memory} MB"
+        print(f"  worker {worker['host']:<13} {used}  UI {worker['webuiaddress']}")
+    for app in state.get("activeapps", []):
+        print(f"  app    {app['name']:<20} {app['state']:<8} cores {app['cores']}  id {app['id']}")
+
+
+def watch(
+    bootstrap: list[str], pki: Path, seconds: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A live table of the latest window per device x metric, and alerts as they arrive."""
+    consumer = KafkaConsumer(**_client(bootstrap, pki), enable_auto_commit=False)
+    parts = [
+        TopicPartition(topic, p)
+        for topic in ("sensor-aggregates", "sensor-alerts")
+        for p in sorted(consumer.partitions_for_topic(topic) or [])
+    ]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    aggregates: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
+    live = sys.stdout.isatty()
+    deadline, next_draw = time.monotonic() + seconds, 0.0
+    print(f"\nWatching the aggregates and alerts topics for {seconds:.0f}s (PIKIT_DEMO_WATCH to change)")
+    try:
+        while time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                for record in batch:
+                    doc = json.loads(record.value)
+                    if record.topic == "sensor-alerts":
+                        alerts.append(doc)
+                        if not live and len(alerts) <= 10:
+                            print(
+                                "  "
+                                + _alert_line(doc)
+                                + ("  (further alerts: in the table)" if len(alerts) == 10 else "")
+                            )
+                    else:
+                        aggregates.append(doc)
+            if time.monotonic() >= next_draw:
+                _draw_table(aggregates, alerts, live)
+                next_draw = time.monotonic() + (5 if live else 30)
+    finally:
+        consumer.close()
+    _draw_table(aggregates, alerts, live=False)
+    return aggregates, alerts
+
+
+def _alert_line(alert: dict[str, Any]) -> str:
+    when, metric = _hms(alert["ts"]), f"{alert['device']} {alert['metric']}={alert['value']:.3f}"
+    return f"ALERT {when} {metric}: {alert['reason']}"
+
+
+def _hms(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+def _draw_table(aggregates: list[dict[str, Any]], alerts: list[dict[str, Any]], live: bool) -> None:
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for agg in aggregates:
+        key = (agg["device"], agg["sensor"], agg["metric"])
+        if key not in latest or agg["window_start"] >= latest[key]["window_start"]:
+            latest[key] = agg
+    heads = ("count", "min", "mean", "max", "stddev")
+    lines = [f"{'device':<8} {'metric':<12} {'window (UTC)':<13} " + " ".join(f"{h:>9}" for h in heads)]
+    for (device, _sensor, metric), a in sorted(latest.items()):
+        lines.append(
+            f"{device:<8} {metric:<12} {_hms(a['window_start'])[:5]}-{_hms(a['window_end'])[:5]}"
+            + f"   {a['count']:>9}"
+            + "".join(f" {a[k]:>9.3f}" for k in heads[1:])
+        )
+    lines.append(f"{len(aggregates)} windows, {len(alerts)} alerts so far")
+    lines += [
+        f"  ALERT {_hms(a['ts'])} {a['device']} {a['metric']}={a['value']:.3f}: {a['reason']}"
+        for a in alerts[-5:]
+    ]
+    if live:
+        print(
+            "\033[2J\033[H" + "Latest Spark window aggregates (sensor-aggregates topic)\n" + "\n".join(lines)
+        )
+    else:
+        print("\n".join("  " + line for line in lines))
+
+
+def save_picture(
+    bootstrap: list[str], pki: Path, aggregates: list[dict[str, Any]], alerts: list[dict[str, Any]]
+) -> Path:
+    from pikit.picture import draw, page
+
+    readings: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for record in read_to_end("sensor-readings", **_client(bootstrap, pki)):
+        try:
+            for r in decode_batch(record.value):
+                readings[(r.device, r.metric)].append((r.ts, r.value))
+        except ContractError:
+            continue
+    out = lab_home() / "demo" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    draw(readings, aggregates, alerts, out / "pipeline.png")
+    page(out / "pipeline.png", aggregates, alerts, out / "index.html")
+    return out
+
+
 def main() -> None:
     spec = spec_from_inventory(REPO / "inventory/lab")
     inventory = _inventory()
@@ -105,16 +236,28 @@ def main() -> None:
         ]
         print(f"  {node.name:<8} {node.ip:<13} {', '.join(roles)}")
     brokers = [n.ip for n in spec.nodes if n.name in groups.get("kafka_broker", [])]
+    masters = [n.ip for n in spec.nodes if n.name in groups.get("spark_master", [])]
+    pki = lab_home() / "state" / spec.name / "pki"
+    bootstrap = [f"{ip}:9092" for ip in brokers]
     if brokers:
-        pki = lab_home() / "state" / spec.name / "pki"
         show_kafka(brokers, pki)
         if groups.get("edge"):
-            show_readings([f"{ip}:9092" for ip in brokers], pki)
+            show_readings(bootstrap, pki)
+    if masters:
+        show_spark(masters[0])
+    if brokers and masters:
+        aggregates, alerts = watch(bootstrap, pki, float(os.environ.get("PIKIT_DEMO_WATCH", "120")))
+        out = save_picture(bootstrap, pki, aggregates, alerts)
+        print(f"\nPicture of the readings and aggregates: {out}/pipeline.png and {out}/index.html")
+    master = masters[0] if masters else "-"
     print(
         f"""
+Spark master UI:     http://{master}:8080   (workers :8081, running apps :4040 and :4041 on {master})
+Kafka:               {",".join(bootstrap)} (mTLS; client certificates under {pki})
 Log in to a node:    ssh -i {ssh_key()} root@{spec.nodes[0].ip}
                      (or: podman exec -it {spec.nodes[0].name} bash)
-Kafka on a node:     systemctl status kafka; journalctl -u kafka; kafka-run <tool class> ...
+Services:            journalctl -u kafka | -u spark-master | -u spark-worker | -u spark-app-sensor-aggregates
+Submit an app:       .venv/bin/ansible-playbook playbooks/submit.yml -e app=daily_rollup
 Re-run the playbook: .venv/bin/ansible-playbook playbooks/site.yml   (a second run reports changed=0)
 Stop everything:     make lab-down"""
     )

@@ -66,6 +66,7 @@ def test_phases() -> list[tuple[str, Callable[[], int]]]:
         ("integration tests", _cmd(python, "-m", "pytest", "-q", "tests/integration")),
     ]
     phases += [(f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios()]
+    phases.append(("end-to-end (site.yml on the lab)", _cmd(python, "-m", "pytest", "-q", "-s", "tests/e2e")))
     return phases
 
 
