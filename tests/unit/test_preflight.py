@@ -74,3 +74,45 @@ def test_an_edge_device_without_brokers_is_named(tmp_path: Path) -> None:
     out = run_preflight(inventory)
     assert not out.startswith("OK")
     assert "edge_agent_bootstrap_servers is empty on e-1" in out
+
+
+def spark_preflight(tmp_path: Path, masters: list[str], group_vars: dict[str, object]) -> str:
+    """A small Kafka + Spark inventory on loopback addresses."""
+    address = {f"pi-{n}": {"ansible_host": f"127.0.0.{10 + n}"} for n in range(1, 5)}
+    inventory = {
+        "all": {
+            "vars": {"ansible_port": 1, "spark_shared_storage": "external", **group_vars},
+            "children": {
+                "kafka_controller": {"hosts": {"pi-1": address["pi-1"]}},
+                "kafka_broker": {"hosts": {"pi-1": None}},
+                "spark_master": {"hosts": {m: address[m] for m in masters}},
+                "spark_worker": {"hosts": {"pi-2": address["pi-2"], "pi-3": address["pi-3"]}},
+            },
+        }
+    }
+    path = tmp_path / "spark.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return run_preflight(path)
+
+
+def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
+    assert spark_preflight(tmp_path, ["pi-4"], {}).startswith("OK")
+
+
+@pytest.mark.parametrize(
+    ("masters", "group_vars", "named"),
+    [
+        (["pi-4", "pi-1"], {}, "group spark_master has 2 hosts"),
+        (["pi-4"], {"spark_executor_memory_mb": 400}, "spark_executor_memory_mb=400 is below the ~450 MB"),
+        (["pi-4"], {"spark_worker_memory_mb": 800}, "spark_worker_memory_mb=800 is below"),
+        (["pi-4"], {"spark_shared_storage": "nfs", "spark_nfs_server": "pi-1"}, "spark_nfs_server=pi-1"),
+        (["pi-4"], {"spark_site_apps": ["daily_rollup"]}, "spark_site_apps names daily_rollup"),
+        (["pi-4"], {"spark_shared_storage": "ceph"}, "spark_shared_storage"),
+    ],
+)
+def test_a_bad_spark_setting_is_named(
+    tmp_path: Path, masters: list[str], group_vars: dict[str, object], named: str
+) -> None:
+    out = spark_preflight(tmp_path, masters, group_vars)
+    assert not out.startswith("OK")
+    assert named in out
