@@ -1,4 +1,4 @@
-"""`edge-agent run|check`: the agent's command line."""
+"""`edge-agent run|check|flash`: the agent's command line."""
 
 from __future__ import annotations
 
@@ -107,7 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--bootstrap", help="host:port[,host:port]")
         p.add_argument("--spool-dir")
         p.add_argument("--log-level", default="INFO")
+    from edge_agent import flash
+
+    flash.add_arguments(sub.add_parser("flash", help="prepare a Raspberry Pi OS image or boot partition"))
     args = parser.parse_args(argv)
+    if args.command == "flash":
+        try:
+            return flash.run(args)
+        except flash.FlashError as exc:
+            print(f"edge-agent flash: {exc}", file=sys.stderr)
+            return 2
     logging.basicConfig(
         level=args.log_level.upper(),
         format="level=%(levelname)s logger=%(name)s msg=%(message)s",

@@ -1,0 +1,201 @@
+"""`edge-agent flash` on small Pi-like images built here (sfdisk, mkfs.vfat, mtools), read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from edge_agent.cli import main
+from edge_agent.flash import MARKER, unit
+from tests.conftest import REPO
+
+CMDLINE = (
+    "console=serial0,115200 console=tty1 root=PARTUUID=1234abcd-02 rootfstype=ext4 fsck.repair=yes rootwait\n"
+)
+TRIXIE_USER_DATA = (
+    "#cloud-config\n# This is the default user-data; see the documentation.\n#hostname: raspberrypi\n"
+)
+MTOOLS = {**os.environ, "MTOOLS_SKIP_CHECK": "1"}
+
+
+def _mcopy(image: Path, offset: int, name: str, data: bytes, tmp: Path) -> None:
+    source = tmp / "src"
+    source.write_bytes(data)
+    subprocess.run(
+        ["mcopy", "-o", "-i", f"{image}@@{offset}", str(source), f"::/{name}"], env=MTOOLS, check=True
+    )
+
+
+def build_image(tmp: Path, files: dict[str, bytes], fat_mb: int = 16) -> Path:
+    """A disk image with an MBR, a FAT32 boot partition at 4 MiB holding `files`, and a root partition."""
+    image = tmp / "pi.img"
+    subprocess.run(["truncate", "-s", f"{fat_mb + 8}M", str(image)], check=True)
+    layout = f"label: dos\nstart=8192, size={fat_mb * 2048}, type=c\ntype=83\n"
+    subprocess.run(["sfdisk", "-q", str(image)], input=layout.encode(), check=True)
+    subprocess.run(
+        ["mkfs.vfat", "-n", "bootfs", "--offset", "8192", str(image), str(fat_mb * 1024)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    for name, data in files.items():
+        _mcopy(image, 8192 * 512, name, data, tmp)
+    return image
+
+
+def read_back(image: Path, name: str, tmp: Path) -> bytes:
+    target = tmp / "out"
+    target.unlink(missing_ok=True)
+    subprocess.run(
+        ["mcopy", "-n", "-i", f"{image}@@{8192 * 512}", f"::/{name}", str(target)], env=MTOOLS, check=True
+    )
+    return target.read_bytes()
+
+
+def listing(image: Path) -> str:
+    proc = subprocess.run(
+        ["mdir", "-/", "-b", "-i", f"{image}@@{8192 * 512}", "::/"], env=MTOOLS, capture_output=True
+    )
+    return proc.stdout.decode()
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    d = tmp_path / "inputs"
+    (d / "wheels").mkdir(parents=True)
+    (d / "wheels/pikit_edge_agent-0.1.0-py3-none-any.whl").write_bytes(b"wheel" * 100)
+    (d / "wheels/kafka_python-3.0.12-py3-none-any.whl").write_bytes(b"wheel" * 100)
+    (d / "config.toml").write_text((REPO / "edge_agent/config.example.toml").read_text())
+    (d / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n")
+    (d / "device.crt").write_text("-----BEGIN CERTIFICATE-----\nDEV\n-----END CERTIFICATE-----\n")
+    (d / "device.key").write_text("-----BEGIN PRIVATE KEY-----\nSECRET\n-----END PRIVATE KEY-----\n")
+    (d / "id.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host\n")
+    return {k: d / v for k, v in {
+        "wheels": "wheels", "config": "config.toml", "ca": "ca.crt", "cert": "device.crt", "key": "device.key",
+        "ssh_key": "id.pub",
+    }.items()}  # fmt: skip
+
+
+def flash(target: list[str], inputs: dict[str, Path], *extra: str) -> int:
+    args = ["flash", *target, "--hostname", "edge-7", "--user", "pi"]
+    for name, path in inputs.items():
+        args += [f"--{name.replace('_', '-')}", str(path)]
+    return main([*args, *extra])
+
+
+def test_bookworm_image_gets_firstrun(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    image = build_image(tmp_path, {"cmdline.txt": CMDLINE.encode(), "config.txt": b"arm_64bit=1\n"})
+    assert (
+        flash(["--image", str(image)], inputs, "--wifi-ssid", "farm net", "--wifi-password", "s3cret-pass")
+        == 0
+    )
+
+    cmdline = read_back(image, "cmdline.txt", tmp_path).decode()
+    assert cmdline.count("\n") == 1 and cmdline.startswith(CMDLINE.strip() + " systemd.run=/boot/firstrun.sh")
+    script = read_back(image, "firstrun.sh", tmp_path).decode()
+    assert MARKER in script and "NAME=edge-7" in script and "ssid=farm net" in script
+    subprocess.run(["bash", "-n"], input=script.encode(), check=True)
+    install = read_back(image, "pikit/install.sh", tmp_path).decode()
+    subprocess.run(["bash", "-n"], input=install.encode(), check=True)
+    assert 'rm -rf "$PAYLOAD"' in install and "chmod 0600 /etc/edge-agent/tls/edge-agent.pem" in install
+    assert b"SECRET" in read_back(image, "pikit/tls/device.key", tmp_path)
+    assert "pikit_edge_agent-0.1.0-py3-none-any.whl" in listing(image)
+    assert (
+        "ReadWritePaths=/var/lib/edge-agent/spool"
+        in read_back(image, "pikit/edge-agent.service", tmp_path).decode()
+    )
+
+
+def test_trixie_image_gets_cloud_init(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    files = {"cmdline.txt": CMDLINE.encode(), "config.txt": b"", "user-data": TRIXIE_USER_DATA.encode(),
+             "meta-data": b"instance-id: rpi\n", "network-config": b"network: {version: 2}\n"}  # fmt: skip
+    image = build_image(tmp_path, files)
+    assert flash(["--image", str(image)], inputs) == 0
+
+    user_data = read_back(image, "user-data", tmp_path).decode()
+    assert user_data.startswith("#cloud-config\n")
+    doc = json.loads(user_data.split("\n", 2)[2])  # JSON is YAML
+    assert doc["hostname"] == "edge-7"
+    assert doc["users"][0]["ssh_authorized_keys"] == ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host"]
+    assert ["bash", "/boot/firmware/pikit/install.sh", "--start"] in doc["runcmd"]
+    assert read_back(image, "meta-data", tmp_path).decode().count("instance-id: pikit-edge-7-") == 1
+    assert read_back(image, "network-config", tmp_path) == b"network: {version: 2}\n"  # no Wi-Fi asked for
+    assert read_back(image, "cmdline.txt", tmp_path).decode() == CMDLINE.strip() + " ds=nocloud\n"
+    assert "firstrun.sh" not in listing(image)
+
+
+def test_explicit_format_overrides_detection(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    (boot / "cmdline.txt").write_text(CMDLINE)
+    (boot / "config.txt").write_text("")
+    assert flash(["--boot-dir", str(boot)], inputs, "--format", "cloud-init") == 0
+    assert (boot / "user-data").exists() and not (boot / "firstrun.sh").exists()
+    assert (boot / "pikit/tls/device.key").read_text().startswith("-----BEGIN PRIVATE KEY")
+
+
+def test_refusals_name_the_problem(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_pi = build_image(tmp_path, {"readme.txt": b"hello"})
+    assert flash(["--image", str(not_pi)], inputs) == 2
+    assert "not a Raspberry Pi OS boot partition" in capsys.readouterr().err
+
+    raw = tmp_path / "raw.img"
+    raw.write_bytes(b"\0" * 4096)
+    assert flash(["--image", str(raw)], inputs) == 2
+    assert "no partition table" in capsys.readouterr().err
+
+    boot = tmp_path / "bookworm"
+    boot.mkdir()
+    (boot / "cmdline.txt").write_text(CMDLINE)
+    (boot / "config.txt").write_text("")
+    assert flash(["--boot-dir", str(boot)], inputs) == 0
+    first = (boot / "firstrun.sh").read_text()
+    assert flash(["--boot-dir", str(boot)], inputs) == 2
+    assert "already customised" in capsys.readouterr().err
+    assert flash(["--boot-dir", str(boot)], inputs, "--force", "--hostname", "edge-8") == 0
+    assert first != (boot / "firstrun.sh").read_text()
+    assert (boot / "cmdline.txt").read_text().count("systemd.run=") == 1
+
+    assert flash(["--boot-dir", str(boot)], {**inputs, "ssh_key": inputs["config"]}, "--force") == 2
+    assert "--ssh-key" in capsys.readouterr().err
+
+
+def test_a_full_partition_is_refused_and_left_alone(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    (inputs["wheels"] / "pikit_edge_agent-0.1.0-py3-none-any.whl").write_bytes(os.urandom(40 * 1024 * 1024))
+    image = build_image(tmp_path, {"cmdline.txt": CMDLINE.encode(), "config.txt": b""}, fat_mb=34)
+    assert flash(["--image", str(image)], inputs) == 2
+    assert "no space" in capsys.readouterr().err
+    assert read_back(image, "cmdline.txt", tmp_path) == CMDLINE.encode()
+    assert "pikit" not in listing(image).lower().replace("pi.img", "")
+
+
+def test_the_flashed_unit_is_the_service_unit_pattern() -> None:
+    """The role's service_unit template, given the agent's values, renders the flashed unit."""
+    import jinja2
+
+    env = jinja2.Environment(trim_blocks=True)
+    env.filters["ternary"] = lambda value, yes, no: yes if value else no  # Ansible's filter
+    template = env.from_string((REPO / "roles/service_unit/templates/service.j2").read_text())
+    rendered = template.render(
+        ansible_managed=MARKER,
+        service_unit_description="pikit edge agent",
+        service_unit_after=["network-online.target"],
+        service_unit_user="edge-agent",
+        service_unit_working_directory="/",
+        service_unit_environment={},
+        service_unit_exec_start="/opt/edge-agent/venv/bin/edge-agent run --config /etc/edge-agent/config.toml",
+        service_unit_restart="on-failure",
+        service_unit_restart_sec=5,
+        service_unit_timeout_stop_sec=30,
+        service_unit_success_exit_status="0",
+        service_unit_limit_nofile=4096,
+        service_unit_private_devices=False,
+        service_unit_read_write_paths=["/var/lib/edge-agent/spool"],
+    )
+    assert rendered.strip() == unit("/var/lib/edge-agent/spool").strip()
