@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from edge_agent.cli import main
 from edge_agent.flash import MARKER, unit
+
 from tests.conftest import REPO
 
 CMDLINE = (
