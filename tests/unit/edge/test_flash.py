@@ -73,8 +73,8 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
     (d / "device.key").write_text("-----BEGIN PRIVATE KEY-----\nSECRET\n-----END PRIVATE KEY-----\n")
     (d / "id.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host\n")
     return {k: d / v for k, v in {
-        "wheels": "wheels", "config": "config.toml", "ca": "ca.crt", "cert": "device.crt", "key": "device.key",
-        "ssh_key": "id.pub",
+        "wheels": "wheels", "config": "config.toml", "ca": "ca.crt", "cert": "device.crt",
+        "key": "device.key", "ssh_key": "id.pub",
     }.items()}  # fmt: skip
 
 
@@ -189,7 +189,9 @@ def test_the_flashed_unit_is_the_service_unit_pattern() -> None:
         service_unit_user="edge-agent",
         service_unit_working_directory="/",
         service_unit_environment={},
-        service_unit_exec_start="/opt/edge-agent/venv/bin/edge-agent run --config /etc/edge-agent/config.toml",
+        service_unit_exec_start=" ".join(
+            ["/opt/edge-agent/venv/bin/edge-agent", "run", "--config", "/etc/edge-agent/config.toml"]
+        ),
         service_unit_restart="on-failure",
         service_unit_restart_sec=5,
         service_unit_timeout_stop_sec=30,
