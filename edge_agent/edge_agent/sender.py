@@ -1,9 +1,14 @@
 """Drains the spool into Kafka; a reading leaves the spool only after the broker acknowledged it.
 
 Readings go out in batches of `readings_per_record` per Kafka record (the contract's
-envelope), keyed by the device id, with acks=all and the idempotent producer. While
-a broker is away, the producer keeps retrying the in-flight batch itself (no resend,
-so no duplicate); connection failures back off exponentially with jitter.
+envelope), keyed by the device id, with acks=all and the idempotent producer. Rounds
+of RECORDS_PER_ROUND records are pipelined: up to ROUNDS_IN_FLIGHT are sent while the
+oldest awaits its acknowledgement, and the spool is committed round by round, in order.
+While a broker is away, the producer keeps retrying what is in flight itself (no
+resend, so no duplicate); only after an agent crash or a failed producer can the rounds
+that were in flight be sent again (at most ROUNDS_IN_FLIGHT x RECORDS_PER_ROUND
+records; consumers drop them by device and seq). Connection failures back off
+exponentially with jitter.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +31,7 @@ from edge_agent.spool import Record, Spool
 
 log = logging.getLogger("edge_agent.sender")
 RECORDS_PER_ROUND = 50
+ROUNDS_IN_FLIGHT = 4
 # Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
 DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 
@@ -93,21 +100,34 @@ class Sender:
 
     def run(self, stop: threading.Event, drain_deadline: list[float]) -> None:
         """Send until `stop`; then keep draining until `drain_deadline[0]` (monotonic)."""
+        # (last spool index, readings, futures) of each round sent and not yet acknowledged
+        in_flight: deque[tuple[int, int, list[Any]]] = deque()
+        per_round = self.config.kafka.readings_per_record * RECORDS_PER_ROUND
         while True:
-            if stop.is_set() and (time.monotonic() >= drain_deadline[0] or self.spool.depth == 0):
+            if stop.is_set() and (
+                time.monotonic() >= drain_deadline[0] or (self.spool.depth == 0 and not in_flight)
+            ):
                 break
-            records = self.spool.read(self.config.kafka.readings_per_record * RECORDS_PER_ROUND)
-            if not records:
-                self.wakeup.wait(0.5)
-                self.wakeup.clear()
-                continue
             try:
-                if self._send(records, stop, drain_deadline):
-                    self.spool.commit(records[-1].index)
-                    self.metrics.sent += len(records)
-                    self.metrics.last_success = time.time()
-                    self.failures = 0
+                while len(in_flight) < ROUNDS_IN_FLIGHT:
+                    records = self.spool.read(per_round, after=in_flight[-1][0] if in_flight else None)
+                    if not records:
+                        break
+                    in_flight.append((records[-1].index, len(records), self._submit(records)))
+                if not in_flight:
+                    self.wakeup.wait(0.5)
+                    self.wakeup.clear()
+                    continue
+                last, count, futures = in_flight[0]
+                if not self._acknowledged(futures, stop, drain_deadline):
+                    continue  # stopping: unacknowledged rounds stay in the spool for the next start
+                in_flight.popleft()
+                self.spool.commit(last)
+                self.metrics.sent += count
+                self.metrics.last_success = time.time()
+                self.failures = 0
             except Exception as exc:  # any failure: keep the readings, back off, try again
+                in_flight.clear()
                 self.metrics.send_errors += 1
                 self.failures += 1
                 delay = min(60.0, 0.5 * 2 ** min(self.failures, 7)) * random.uniform(0.5, 1.5)
@@ -119,28 +139,30 @@ class Sender:
                     break
         self._close(timeout=5)
 
-    def _send(self, records: list[Record], stop: threading.Event, drain_deadline: list[float]) -> bool:
+    def _submit(self, records: list[Record]) -> list[Any]:
         if self.producer is None:
             self.producer = self.producer_factory(**producer_options(self.config))
             log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
         device = self.config.device_id
         size = self.config.kafka.readings_per_record
-        futures = [
+        return [
             self.producer.send(
                 self.config.kafka.topic, key=device.encode(), value=envelope(device, records[i : i + size])
             )
             for i in range(0, len(records), size)
         ]
-        while not all(f.is_done for f in futures):
-            if stop.is_set() and time.monotonic() >= drain_deadline[0]:
-                return False  # unacknowledged: stays in the spool for the next start
-            try:
-                self.producer.flush(timeout=1.0)
-            except KafkaTimeoutError:
-                continue  # still in flight (e.g. broker away): keep waiting, never resend
 
+    def _acknowledged(self, futures: list[Any], stop: threading.Event, drain_deadline: list[float]) -> bool:
+        """Wait for a round's acknowledgements; False when told to stop first. Raises the broker's error."""
         for future in futures:
-            future.get(timeout=0)  # raises the broker's error, if any
+            while not future.is_done:
+                if stop.is_set() and time.monotonic() >= drain_deadline[0]:
+                    return False
+                try:
+                    future.get(timeout=1.0)
+                except KafkaTimeoutError:
+                    continue  # still in flight (e.g. broker away): keep waiting, never resend
+            future.get(timeout=0)
         return True
 
     def _close(self, timeout: float) -> None:

@@ -28,8 +28,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-# Readings are kept as raw JSON text first, so that an invalid one reaches the dead
-# letters exactly as the device sent it.
+# Readings are kept as JSON text first and validated one by one; a dead letter carries
+# the record's original bytes and, for one bad reading of a batch, its position.
 _ENVELOPE = StructType(
     [
         StructField("schema", LongType()),
@@ -63,7 +63,7 @@ class Parsed:
     """The outcome of parsing a stream of Kafka records."""
 
     readings: DataFrame  # device, seq, sensor, metric, value, unit, ts, event_time
-    dead_letters: DataFrame  # key, value, reason, topic, partition, offset
+    dead_letters: DataFrame  # key, value (as received), reason, topic, partition, offset, index
 
 
 def _first_failure(checks: list[tuple[Column, str]]) -> Column:
@@ -99,11 +99,12 @@ def parse(records: DataFrame) -> Parsed:
     )
     judged = env.withColumn("record_reason", record_reason)
     bad_records = judged.where(F.col("record_reason").isNotNull()).select(
-        "key", "value", F.col("record_reason").alias("reason"), "topic", "partition", "offset"
-    )
+        "key", "value", F.col("record_reason").alias("reason"), "topic", "partition", "offset",
+        F.lit(None).cast("int").alias("index"),
+    )  # fmt: skip
 
     exploded = judged.where(F.col("record_reason").isNull()).select(
-        "key", "topic", "partition", "offset", F.col("env.device").alias("device"),
+        "key", "value", "topic", "partition", "offset", F.col("env.device").alias("device"),
         F.posexplode("env.readings").alias("index", "raw"),
     )  # fmt: skip
     raw = F.col("raw")
@@ -133,7 +134,7 @@ def parse(records: DataFrame) -> Parsed:
     ]
     judged_readings = exploded.withColumn("r", reading).withColumn("reason", _first_failure(checks))
     bad_readings = judged_readings.where(F.col("reason").isNotNull()).select(
-        "key", F.col("raw").cast("binary").alias("value"), "reason", "topic", "partition", "offset"
+        "key", "value", "reason", "topic", "partition", "offset", "index"
     )
     good = judged_readings.where(F.col("reason").isNull()).select(
         "device", "r.seq", "r.sensor", "r.metric", "r.value", "r.unit", "r.ts",
@@ -153,13 +154,15 @@ def _is_number(raw: Column, name: str) -> Column:
 
 
 def dead_letter_records(dead: DataFrame) -> DataFrame:
-    """Dead letters as Kafka records: the original bytes as the value, why and whence as headers."""
-    return dead.select(
-        "key",
-        "value",
-        F.array(
-            F.struct(F.lit("reason").alias("key"), F.col("reason").cast("binary").alias("value")),
-            F.struct(F.lit("source").alias("key"), F.format_string("%s/%d/%d", "topic", "partition", "offset")
-                     .cast("binary").alias("value")),
-        ).alias("headers"),
-    )  # fmt: skip
+    """Dead letters as Kafka records: the original bytes as the value; why, whence and (for one
+    bad reading of a batch) which reading as headers."""
+
+    def header(name: str, value: Column) -> Column:
+        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+
+    headers = F.array(
+        header("reason", F.col("reason")),
+        header("source", F.format_string("%s/%d/%d", "topic", "partition", "offset")),
+        header("reading", F.col("index").cast("string")),
+    )
+    return dead.select("key", "value", F.filter(headers, lambda h: h["value"].isNotNull()).alias("headers"))
