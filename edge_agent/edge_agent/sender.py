@@ -32,6 +32,7 @@ from edge_agent.spool import Record, Spool
 log = logging.getLogger("edge_agent.sender")
 RECORDS_PER_ROUND = 50
 ROUNDS_IN_FLIGHT = 4
+BATCH_BYTES = 256 * 1024
 # Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
 DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 
@@ -58,6 +59,8 @@ def producer_options(config: Config) -> dict[str, Any]:
         "acks": "all",
         "enable_idempotence": True,
         "linger_ms": kafka.linger_ms,
+        # One request carries many envelopes (kafka-python's 16 KiB default holds one or two).
+        "batch_size": BATCH_BYTES,
         "compression_type": pick_compression(kafka.compression),
         "delivery_timeout_ms": DELIVERY_TIMEOUT_MS,
         "request_timeout_ms": 15000,
