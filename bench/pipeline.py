@@ -1,0 +1,138 @@
+"""The whole pipeline on the lab: which reading rate Spark sustains, and how long a reading takes
+to show up in its window's aggregate.
+
+Needs the demo's lab, converged (`make demo`). Synthetic devices `bench-0..9` produce contract
+batches (100 readings per record, mTLS, acks=all) at a fixed rate per step; the aggregates topic is
+watched for their windows. A step is sustained when the time between now and the newest emitted
+window's end stops growing (Spark keeps up); latency is, per reading, the moment its window's
+aggregate arrived minus the moment the reading was taken.
+
+    .venv/bin/python -m bench.pipeline [--rates 2500,5000,10000,20000] [--seconds 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from pikit.lab import REPO, spec_from_inventory
+from pikit.lab_image import lab_home
+
+sys.path.insert(0, str(REPO / "edge_agent"))
+from edge_agent.contract import Reading, encode_batch
+
+DEVICES = [f"bench-{i}" for i in range(10)]
+PER_RECORD = 100
+
+
+class Watch(threading.Thread):
+    """Arrival time of every bench window in the aggregates topic."""
+
+    def __init__(self, client: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer("sensor-aggregates", **client, auto_offset_reset="latest")
+        self.arrived: dict[tuple[str, int], float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for batch in self.consumer.poll(timeout_ms=500).values():
+                now = time.time()
+                for record in batch:
+                    doc = json.loads(record.value)
+                    if doc["device"].startswith("bench-"):
+                        self.arrived.setdefault((doc["device"], int(doc["window_start"])), now)
+
+    def emission_lag(self) -> float | None:
+        """Now minus the end of the newest window emitted so far."""
+        if not self.arrived:
+            return None
+        return time.time() - (max(start for _, start in self.arrived) + 60)
+
+
+def produce(
+    client: dict[str, Any], rate: int, seconds: float, taken: dict[tuple[str, int], list[float]]
+) -> int:
+    producer = KafkaProducer(
+        **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
+    )
+    seqs = dict.fromkeys(DEVICES, int(time.time() * 1000))
+    rng = random.Random(1)
+    sent, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        due = int(rate * (time.monotonic() - started)) - sent
+        for _ in range(max(0, due) // PER_RECORD):
+            device = rng.choice(DEVICES)
+            now = time.time()
+            readings = []
+            for _ in range(PER_RECORD):
+                seqs[device] += 1
+                readings.append(Reading(device, seqs[device], "bench", "value", rng.gauss(20, 2), "C", now))
+            producer.send("sensor-readings", key=device.encode(), value=encode_batch(device, readings))
+            taken[(device, int(now // 60 * 60))].extend([now] * PER_RECORD)
+            sent += PER_RECORD
+        time.sleep(0.01)
+    producer.flush()
+    producer.close()
+    return sent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="2500,5000,10000,20000", help="readings/s per step")
+    parser.add_argument("--seconds", type=float, default=150, help="length of each step")
+    parser.add_argument("--settle", type=float, default=240, help="wait after the last step for its windows")
+    args = parser.parse_args()
+    spec = spec_from_inventory(REPO / "inventory/lab")
+    pki: Path = lab_home() / "state" / spec.name / "pki"
+    brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
+    client = {
+        "bootstrap_servers": brokers,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_certfile": str(pki / "clients/admin.pem"),
+    }
+    watch = Watch(client)
+    watch.start()
+    results = []
+    for rate in (int(r) for r in args.rates.split(",")):
+        taken: dict[tuple[str, int], list[float]] = defaultdict(list)
+        lag_before = watch.emission_lag()
+        sent = produce(client, rate, args.seconds, taken)
+        lag_after = watch.emission_lag()
+        results.append((rate, sent, lag_before, lag_after, taken))
+        print(f"step {rate} readings/s: sent {sent}, emission lag {lag_before} -> {lag_after}", flush=True)
+    time.sleep(args.settle)
+    watch.stop.set()
+
+    print(f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, watermark 2 min, trigger 10 s)\n")
+    print(
+        "| offered readings/s | sent | emission lag at end of step | windows in | latency p50 | latency p99 |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for rate, sent, _before, after, taken in results:
+        latencies = [
+            watch.arrived[key] - ts for key, stamps in taken.items() if key in watch.arrived for ts in stamps
+        ]
+        emitted = sum(1 for key in taken if key in watch.arrived)
+        if latencies:
+            cuts = statistics.quantiles(latencies, n=100)
+            p50, p99 = f"{cuts[49]:.0f} s", f"{cuts[98]:.0f} s"
+        else:
+            p50 = p99 = "-"
+        lag = f"{after:.0f} s" if after is not None else "-"
+        print(f"| {rate:,} | {sent:,} | {lag} | {emitted}/{len(taken)} | {p50} | {p99} |")
+
+
+if __name__ == "__main__":
+    main()
