@@ -144,10 +144,14 @@ def watch(
     aggregates: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     live = sys.stdout.isatty()
-    deadline, next_draw = time.monotonic() + seconds, 0.0
-    print(f"\nWatching the aggregates and alerts topics for {seconds:.0f}s (PIKIT_DEMO_WATCH to change)")
+    started, next_draw = time.monotonic(), 0.0
+    print(
+        f"\nWatching the aggregates and alerts topics for {seconds:.0f}s (PIKIT_DEMO_WATCH to change), and"
+        " until the first windows are in (a window closes one watermark after it ends)"
+    )
     try:
-        while time.monotonic() < deadline:
+        # On a fresh lab the first windows close a few minutes after the agents start.
+        while time.monotonic() - started < seconds or (not aggregates and time.monotonic() - started < 420):
             for batch in consumer.poll(timeout_ms=1000).values():
                 for record in batch:
                     doc = json.loads(record.value)
