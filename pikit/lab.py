@@ -137,7 +137,8 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
         existing = _running_containers(spec.name)
         for node in spec.nodes:
             state = existing.get(node.name)
-            if state == "running":
+            # podman 4.3 (Debian 12) prints "Up 5 minutes ago" for {{.State}}, newer ones "running".
+            if state is not None and (state == "running" or state.startswith("Up ")):
                 continue
             if state is not None:
                 _podman("rm", "-f", node.name)
