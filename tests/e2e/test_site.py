@@ -1,7 +1,7 @@
 """End to end: the lab from inventory/lab, provisioned by playbooks/site.yml, the whole pipeline.
 
-The lab's inventory is copied with its own lab name and subnet, so a user's `make lab`
-may keep running. The edge agents' seeded simulated sensors produce; the test adds
+The lab's inventory is copied with its own lab name, subnet and host names (containers
+are named after hosts), so a user's `make lab` may keep running. The edge agents' seeded simulated sensors produce; the test adds
 what devices get wrong (a record resent after a crash, malformed records and
 readings), stops the agents, moves the watermark past the last window, and then
 judges the aggregates and dead-letter topics against tests/pipeline_model.py, which
@@ -79,6 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     shutil.copytree(REPO / "inventory/lab", root / "inventory")
     for path in (root / "inventory").rglob("*.yml"):
         text = path.read_text().replace(SUBNET_FROM, SUBNET_TO)
+        text = re.sub(r"\b((?:pi|edge)-\d+)\b", r"e2e-\1", text)
         path.write_text(re.sub(r"(?m)^lab_name: .*$", f"lab_name: {LAB}", text))
     site = Site(root)
     lab.down(LAB)
@@ -94,13 +95,13 @@ def _recap(out: str) -> dict[str, int]:
 
 
 def _agents(action: str) -> None:
-    for node in ("edge-1", "edge-2"):
+    for node in ("e2e-edge-1", "e2e-edge-2"):
         subprocess.run(["podman", "exec", node, "systemctl", action, "edge-agent"], check=True)
 
 
 def test_pipeline_end_to_end(site: Site) -> None:
     first = _recap(site.playbook("site.yml", "site-1.log"))
-    assert set(first) == {"pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2"}
+    assert set(first) == {f"e2e-{host}" for host in ("pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2")}
 
     # What devices get wrong: a record resent after a crash, and malformed input.
     producer = KafkaProducer(**site.client(), acks="all")
@@ -120,11 +121,11 @@ def test_pipeline_end_to_end(site: Site) -> None:
     }
     malformed = [
         b"\x00\x01 binary noise",
-        b'{"schema": 1, "device": "edge-1"}',
-        json.dumps({"schema": 1, "device": "edge-2", "readings": [bad_reading]}).encode(),
+        b'{"schema": 1, "device": "e2e-edge-1"}',
+        json.dumps({"schema": 1, "device": "e2e-edge-2", "readings": [bad_reading]}).encode(),
     ]
     for value in malformed:
-        producer.send("sensor-readings", key=b"edge-2", value=value)
+        producer.send("sensor-readings", key=b"e2e-edge-2", value=value)
     producer.flush()
 
     # The stream ends (SIGTERM: the agents drain their spools); a reading from a test
