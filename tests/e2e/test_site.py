@@ -1,7 +1,8 @@
 """End to end: the lab from inventory/lab, provisioned by playbooks/site.yml, the whole pipeline.
 
 The lab's inventory is copied with its own lab name, subnet and host names (containers
-are named after hosts), so a user's `make lab` may keep running. The edge agents' seeded simulated sensors produce; the test adds
+are named after hosts), so a user's `make lab` may keep running. The edge agents' seeded
+simulated sensors produce; the test adds
 what devices get wrong (a record resent after a crash, malformed records and
 readings), stops the agents, moves the watermark past the last window, and then
 judges the aggregates and dead-letter topics against tests/pipeline_model.py, which
