@@ -33,7 +33,8 @@ from tests.pipeline_model import compare, expected_windows, split_records
 
 LAB = "pikit-e2e"
 SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."
-pytestmark = pytest.mark.lab
+# Two full site.yml runs and a stream: about 8 minutes on a 2-core machine, more under load.
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(1800)]
 
 
 class Site:
