@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule bench
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule bench bench-pipeline
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,3 +47,6 @@ molecule: bootstrap ## every molecule scenario
 bench: bootstrap artifacts ## benchmarks (never part of make test); results go in bench/README.md
 	@$(PY) -m bench.agent_drain --readings 200000
 	@$(PY) -m bench.agent_footprint --seconds 60
+
+bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
+	@$(PY) -m bench.pipeline

@@ -7,7 +7,7 @@ watched for their windows. A step is sustained when the time between now and the
 window's end stops growing (Spark keeps up); latency is, per reading, the moment its window's
 aggregate arrived minus the moment the reading was taken.
 
-    .venv/bin/python -m bench.pipeline [--rates 2500,5000,10000,20000] [--seconds 150]
+    make bench-pipeline      (or: PATH=.venv/bin:$PATH .venv/bin/python -m bench.pipeline --rates ...)
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main() -> None:
     time.sleep(args.settle)
     watch.stop.set()
 
-    print(f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, watermark 2 min, trigger 10 s)\n")
+    print(f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, the lab's watermark, trigger 10 s)\n")
     print(
         "| offered readings/s | sent | emission lag at end of step | windows in | latency p50 | latency p99 |"
     )
