@@ -115,7 +115,9 @@ def main() -> None:
     time.sleep(args.settle)
     watch.stop.set()
 
-    print(f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, the lab's watermark, trigger 10 s)\n")
+    print(
+        f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, the lab's watermark, trigger 10 s)\n"
+    )
     print(
         "| offered readings/s | sent | emission lag at end of step | windows in | latency p50 | latency p99 |"
     )
