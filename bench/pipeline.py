@@ -27,6 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home
+from pikit.topic import mtls_client
 
 sys.path.insert(0, str(REPO / "edge_agent"))
 from edge_agent.contract import Reading, encode_batch
@@ -96,12 +97,7 @@ def main() -> None:
     spec = spec_from_inventory(REPO / "inventory/lab")
     pki: Path = lab_home() / "state" / spec.name / "pki"
     brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
-    client = {
-        "bootstrap_servers": brokers,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(pki / "ca.crt"),
-        "ssl_certfile": str(pki / "clients/admin.pem"),
-    }
+    client = mtls_client(brokers, pki)
     watch = Watch(client)
     watch.start()
     results = []

@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, TopicPartition
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
-from pikit.topic import read_to_end
+from pikit.topic import mtls_client, read_to_end
 
 sys.path.insert(0, str(REPO / "edge_agent"))
 from edge_agent.contract import ContractError, decode_batch
@@ -36,13 +36,7 @@ def _inventory() -> dict[str, Any]:
 def show_kafka(brokers: list[str], pki: Path) -> None:
     bootstrap = [f"{ip}:9092" for ip in brokers]
     admin_module = kafka_admin
-    params = {
-        "bootstrap_servers": bootstrap,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(pki / "ca.crt"),
-        "ssl_certfile": str(pki / "clients/admin.pem"),
-    }
-    client = admin_module.connect(params)
+    client = admin_module.connect(mtls_client(bootstrap, pki))
     try:
         health = admin_module.health_report(client, len(brokers), 100)
         topics = sorted(
@@ -75,13 +69,7 @@ With the generated admin client certificate ({pki}/clients/admin.pem):
 
 def show_readings(bootstrap: list[str], pki: Path) -> None:
     """The latest reading per device and metric, straight from the readings topic."""
-    records = read_to_end(
-        "sensor-readings",
-        bootstrap_servers=bootstrap,
-        security_protocol="SSL",
-        ssl_cafile=str(pki / "ca.crt"),
-        ssl_certfile=str(pki / "clients/admin.pem"),
-    )
+    records = read_to_end("sensor-readings", **mtls_client(bootstrap, pki))
     latest: dict[tuple[str, str], Any] = {}
     counts: dict[str, int] = {}
     for record in records:
@@ -98,15 +86,6 @@ def show_readings(bootstrap: list[str], pki: Path) -> None:
     print(f"\nReadings in Kafka (sensor-readings): {counts}")
     for (device, metric), r in sorted(latest.items()):
         print(f"  {device:<8} {metric:<12} {r.value:>9.3f} {r.unit:<4} seq {r.seq}")
-
-
-def _client(bootstrap: list[str], pki: Path) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": bootstrap,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(pki / "ca.crt"),
-        "ssl_certfile": str(pki / "clients/admin.pem"),
-    }
 
 
 def show_spark(master: str) -> None:
@@ -133,7 +112,7 @@ def watch(
     bootstrap: list[str], pki: Path, seconds: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A live table of the latest window per device x metric, and alerts as they arrive."""
-    consumer = KafkaConsumer(**_client(bootstrap, pki), enable_auto_commit=False)
+    consumer = KafkaConsumer(**mtls_client(bootstrap, pki), enable_auto_commit=False)
     parts = [
         TopicPartition(topic, p)
         for topic in ("sensor-aggregates", "sensor-alerts")
@@ -216,7 +195,7 @@ def save_picture(
     from pikit.picture import draw, page
 
     readings: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for record in read_to_end("sensor-readings", **_client(bootstrap, pki)):
+    for record in read_to_end("sensor-readings", **mtls_client(bootstrap, pki)):
         try:
             for r in decode_batch(record.value):
                 readings[(r.device, r.metric)].append((r.ts, r.value))

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+
+
+def mtls_client(bootstrap: list[str], pki: Path, principal: str = "admin") -> dict[str, Any]:
+    """kafka-python options for a controller-held identity of the cluster's PKI (`<pki>/clients/`)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_certfile": str(pki / "clients" / f"{principal}.pem"),
+    }
 
 
 def read_to_end(topic: str, timeout: float = 60.0, **client: Any) -> list[Any]:

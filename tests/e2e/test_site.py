@@ -27,7 +27,7 @@ from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 
 from pikit import lab
-from pikit.topic import read_to_end
+from pikit.topic import mtls_client, read_to_end
 from tests.conftest import REPO
 from tests.pipeline_model import compare, expected_windows, split_records
 
@@ -63,13 +63,7 @@ class Site:
         return out
 
     def client(self) -> dict[str, Any]:
-        pki = self.state / "pki"
-        return {
-            "bootstrap_servers": [f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13)],
-            "security_protocol": "SSL",
-            "ssl_cafile": str(pki / "ca.crt"),
-            "ssl_certfile": str(pki / "clients/admin.pem"),
-        }
+        return mtls_client([f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13)], self.state / "pki")
 
     def values(self, topic: str) -> list[bytes]:
         return [r.value for r in read_to_end(topic, **self.client())]

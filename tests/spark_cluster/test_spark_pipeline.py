@@ -22,7 +22,7 @@ import pytest
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 
-from pikit.topic import read_to_end
+from pikit.topic import mtls_client, read_to_end
 from tests.pipeline_model import compare, expected_windows, split_records
 
 MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")
@@ -35,12 +35,7 @@ pytestmark = pytest.mark.skipif(not MASTER_IP, reason="needs a converged lab (SP
 
 
 def client(principal: str) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": BOOTSTRAP,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(PKI / "ca.crt"),
-        "ssl_certfile": str(PKI / "clients" / f"{principal}.pem"),
-    }
+    return mtls_client(BOOTSTRAP, PKI, principal)
 
 
 def master_json() -> dict[str, Any]:
