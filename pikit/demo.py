@@ -112,7 +112,9 @@ def watch(
     bootstrap: list[str], pki: Path, seconds: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A live table of the latest window per device x metric, and alerts as they arrive."""
-    consumer = KafkaConsumer(**mtls_client(bootstrap, pki), enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        **mtls_client(bootstrap, pki), enable_auto_commit=False, isolation_level="read_committed"
+    )
     parts = [
         TopicPartition(topic, p)
         for topic in ("sensor-aggregates", "sensor-alerts")

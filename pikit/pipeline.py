@@ -8,7 +8,9 @@ to a file) shows the log tail.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,12 +23,48 @@ REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv/bin"
 
 
-def _cmd(*argv: str | Path) -> Callable[[], int]:
-    def step() -> int:
-        env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-        return subprocess.run([str(a) for a in argv], cwd=REPO, env=env, check=False).returncode
+# Lines worth repeating under the summary when a phase fails: CI logs are often read from
+# the end, and a molecule scenario prints thousands of lines after its first error.
+_FAILURE_LINE = re.compile(
+    r"(FAILED|fatal:|ERROR|Error:|Error |error:|AssertionError|assert |timed out|Timeout|Traceback|"
+    r"missing window|emitted \d+ times|unexpected window|msg)"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+Step = Callable[[list[str]], int]
 
-    return step
+
+def _stream(argv: list[str], cwd: Path, tail: list[str]) -> int:
+    """Run argv, passing its output through and keeping the last lines in `tail`.
+
+    On a terminal the output is not piped (the demo's live table and colours need a TTY);
+    the person watching has the failure in front of them anyway.
+    """
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    if sys.stdout.isatty():
+        return subprocess.run(argv, cwd=cwd, env=env, check=False).returncode
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    kept: collections.deque[str] = collections.deque(maxlen=4000)
+    for raw in proc.stdout:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        kept.append(_ANSI.sub("", raw.decode(errors="replace")).rstrip())
+    tail.extend(kept)
+    return proc.wait()
+
+
+def _cmd(*argv: str | Path) -> Step:
+    return lambda tail: _stream([str(a) for a in argv], REPO, tail)
+
+
+def failure_digest(lines: list[str], limit: int = 40) -> list[str]:
+    """The lines of a failed phase's output that say why, de-duplicated, last ones kept."""
+    picked: list[str] = []
+    for line in lines:
+        text = line.strip(" │|")
+        if _FAILURE_LINE.search(text) and "FAILED - RETRYING" not in text and text not in picked:
+            picked.append(text[:300])
+    return picked[-limit:]
 
 
 def molecule_scenarios() -> list[tuple[str, str]]:
@@ -37,17 +75,11 @@ def molecule_scenarios() -> list[tuple[str, str]]:
     return found
 
 
-def _molecule(role: str, scenario: str) -> Callable[[], int]:
-    def step() -> int:
-        env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-        return subprocess.run(
-            ["molecule", "test", "-s", scenario], cwd=REPO / "roles" / role, env=env, check=False
-        ).returncode
-
-    return step
+def _molecule(role: str, scenario: str) -> Step:
+    return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail)
 
 
-def lint_phases() -> list[tuple[str, Callable[[], int]]]:
+def lint_phases() -> list[tuple[str, Step]]:
     return [
         ("yamllint", _cmd("yamllint", "--strict", ".")),
         ("ansible-lint", _cmd("ansible-lint", "--profile", "production", "--offline")),
@@ -57,7 +89,7 @@ def lint_phases() -> list[tuple[str, Callable[[], int]]]:
     ]
 
 
-def test_phases() -> list[tuple[str, Callable[[], int]]]:
+def test_phases() -> list[tuple[str, Step]]:
     python = VENV_BIN / "python"
     phases = [
         *lint_phases(),
@@ -70,7 +102,7 @@ def test_phases() -> list[tuple[str, Callable[[], int]]]:
     return phases
 
 
-def demo_phases() -> list[tuple[str, Callable[[], int]]]:
+def demo_phases() -> list[tuple[str, Step]]:
     python = VENV_BIN / "python"
     return [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
@@ -86,10 +118,12 @@ PIPELINES = {"test": test_phases, "demo": demo_phases, "lint": lint_phases}
 def run_pipeline(name: str) -> int:
     results: list[tuple[str, float, int]] = []
     started = time.monotonic()
+    tail: list[str] = []
     for title, step in PIPELINES[name]():
         say(f"==> [{name}] {title}")
         t0 = time.monotonic()
-        rc = step()
+        tail.clear()
+        rc = step(tail)
         elapsed = time.monotonic() - t0
         results.append((title, elapsed, rc))
         say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
@@ -101,6 +135,10 @@ def run_pipeline(name: str) -> int:
     say(f"  {'total':<32} {time.monotonic() - started:7.1f}s")
     failed = sum(1 for _, _, rc in results if rc != 0)
     say(f"phases: {len(results) - failed} passed, {failed} failed")
+    if failed:
+        say(f"\nwhy {results[-1][0]} failed (the lines of its output that say so):")
+        for line in failure_digest(tail) or tail[-20:]:
+            say(f"  | {line}")
     return 1 if failed else 0
 
 

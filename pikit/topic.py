@@ -21,7 +21,8 @@ def mtls_client(bootstrap: list[str], pki: Path, principal: str = "admin") -> di
 
 def read_to_end(topic: str, timeout: float = 60.0, **client: Any) -> list[Any]:
     """Every record of `topic` up to the end offsets seen at the start of the call."""
-    consumer = KafkaConsumer(**client, enable_auto_commit=False)
+    # The Spark apps write in Kafka transactions: aborted records must stay unseen.
+    consumer = KafkaConsumer(**client, enable_auto_commit=False, isolation_level="read_committed")
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)

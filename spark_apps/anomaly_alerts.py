@@ -12,9 +12,18 @@ from typing import Any
 
 from pikit_spark.aggregates import deduplicated
 from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, as_kafka_records, updated_baseline
-from pikit_spark.common import LOG, kafka_options, read_topic, session, setup_logging, streaming_parser
+from pikit_spark.common import (
+    LOG,
+    kafka_options,
+    kafka_python_client,
+    read_topic,
+    session,
+    setup_logging,
+    streaming_parser,
+)
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
+from pikit_spark.sink import TransactionalSink, records_of
 
 APP = "anomaly_alerts"
 
@@ -41,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
     kafka = kafka_options(args.kafka_properties)
+    sink = TransactionalSink(args.alerts_topic, APP, kafka_python_client(args.kafka_properties))
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
     readings = deduplicated(
@@ -53,10 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         found = alerts(batch, baseline, rules).persist()
         count = found.count()
         if count:
-            as_kafka_records(found).write.format("kafka").options(**kafka).option(
-                "topic", args.alerts_topic
-            ).save()
-            LOG.info("batch %d: %d alerts", batch_id, count)
+            sent = sink.write(batch_id, records_of(as_kafka_records(found)))
+            LOG.info("batch %d: %s alerts", batch_id, "no new" if sent is None else sent)
         store.write(batch_id, updated_baseline(baseline, batch, rules))
         found.unpersist()
         batch.unpersist()
@@ -73,7 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         len(rules.thresholds),
         rules.k,
     )
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    finally:
+        sink.close()
 
 
 if __name__ == "__main__":

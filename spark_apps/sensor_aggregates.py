@@ -5,17 +5,28 @@ contract to the dead-letter topic (original bytes, reason in a header) and keeps
 drops readings resent by an agent (same device and seq) within the watermark; emits
 count/min/max/mean/stddev per event-time window x device x sensor x metric to the
 aggregates topic (keyed by device) and to Parquet partitioned by date. A restart resumes
-from the checkpoints without counting a window twice.
+from the checkpoints without counting a window twice, and both outputs are exactly-once
+(pikit_spark/sink.py, aggregates.write_parquet).
 """
 
 from __future__ import annotations
 
 import sys
 
-from pikit_spark.aggregates import as_kafka_records, deduplicated, window_stats
-from pikit_spark.common import LOG, kafka_options, read_topic, session, setup_logging, streaming_parser
+from pikit_spark.aggregates import as_kafka_records, deduplicated, window_stats, write_parquet
+from pikit_spark.common import (
+    LOG,
+    kafka_options,
+    kafka_python_client,
+    read_topic,
+    session,
+    setup_logging,
+    streaming_parser,
+)
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import dead_letter_records, parse
+from pikit_spark.sink import TransactionalSink, records_of
+from pyspark.sql import DataFrame
 
 APP = "sensor_aggregates"
 
@@ -33,39 +44,59 @@ def main(argv: list[str] | None = None) -> None:
 
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
-    kafka = kafka_options(args.kafka_properties)
-    parsed = parse(read_topic(spark, kafka, args.readings_topic, args))
+    client = kafka_python_client(args.kafka_properties)
+    parsed = parse(read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args))
     stats = window_stats(deduplicated(parsed.readings, args.watermark), args.window)
     checkpoints = args.checkpoint_dir.rstrip("/")
+    parquet = f"{args.output_dir.rstrip('/')}/aggregates"
+    aggregates = TransactionalSink(args.aggregates_topic, f"{APP}-aggregates", client)
+    dead_letters = TransactionalSink(args.dead_letter_topic, f"{APP}-dead-letters", client)
 
-    to_kafka = (
-        as_kafka_records(stats)
-        .writeStream.format("kafka").options(**kafka).option("topic", args.aggregates_topic)
-        .option("checkpointLocation", f"{checkpoints}/aggregates-kafka")
-        .outputMode("append").trigger(processingTime=args.trigger).queryName(f"{APP}-kafka")
-        .start()
-    )  # fmt: skip
-    to_parquet = (
-        stats.writeStream.format("parquet").option("path", f"{args.output_dir.rstrip('/')}/aggregates")
-        .partitionBy("date")
-        .option("checkpointLocation", f"{checkpoints}/aggregates-parquet")
-        .outputMode("append").trigger(processingTime=args.trigger).queryName(f"{APP}-parquet")
+    def emit_windows(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            if not batch.isEmpty():
+                # Parquet first: a crash before the Kafka commit replays the batch, which
+                # overwrites its own Parquet directory and then writes Kafka.
+                write_parquet(batch, parquet, batch_id)
+                sent = aggregates.write(batch_id, records_of(as_kafka_records(batch)))
+                LOG.info("batch %d: %s windows", batch_id, "no new" if sent is None else sent)
+        finally:
+            batch.unpersist()
+
+    def emit_dead_letters(batch: DataFrame, batch_id: int) -> None:
+        records = dead_letter_records(batch).persist()
+        try:
+            if not records.isEmpty():
+                sent = dead_letters.write(batch_id, records_of(records))
+                LOG.info("batch %d: %s dead letters", batch_id, "no new" if sent is None else sent)
+        finally:
+            records.unpersist()
+
+    # Two queries, not three: the windows go to Kafka and Parquet from one foreachBatch.
+    windows = (
+        stats.writeStream.foreachBatch(emit_windows)
+        .option("checkpointLocation", f"{checkpoints}/windows")
+        .outputMode("append").trigger(processingTime=args.trigger).queryName(f"{APP}-windows")
         .start()
     )  # fmt: skip
     dead = (
-        dead_letter_records(parsed.dead_letters)
-        .writeStream.format("kafka").options(**kafka).option("topic", args.dead_letter_topic)
+        parsed.dead_letters.writeStream.foreachBatch(emit_dead_letters)
         .option("checkpointLocation", f"{checkpoints}/dead-letters")
         .trigger(processingTime=args.trigger).queryName(f"{APP}-dead-letters")
         .start()
     )  # fmt: skip
     LOG.info(
-        "%s: %s -> %s, %s/aggregates, dead letters -> %s; window %s, watermark %s",
-        APP, args.readings_topic, args.aggregates_topic, args.output_dir, args.dead_letter_topic,
+        "%s: %s -> %s, %s, dead letters -> %s; window %s, watermark %s",
+        APP, args.readings_topic, args.aggregates_topic, parquet, args.dead_letter_topic,
         args.window, args.watermark,
     )  # fmt: skip
-    spark.streams.awaitAnyTermination()
-    for query in (to_kafka, to_parquet, dead):
+    try:
+        spark.streams.awaitAnyTermination()
+    finally:
+        aggregates.close()
+        dead_letters.close()
+    for query in (windows, dead):
         if query.exception() is not None:
             LOG.error("%s failed: %s", query.name, query.exception())
             sys.exit(1)

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -53,17 +54,36 @@ def setup_logging(level: str) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def kafka_options(path: str) -> dict[str, str]:
-    """The client properties file as the connector's `kafka.`-prefixed options."""
-    options: dict[str, str] = {}
+def read_properties(path: str) -> dict[str, str]:
+    """The client properties file the spark role writes (bootstrap.servers, mTLS in PEM)."""
+    properties: dict[str, str] = {}
     for line in Path(path).read_text().splitlines():
         line = line.strip()
         if line and not line.startswith(("#", "!")) and "=" in line:
             key, value = line.split("=", 1)
-            options[f"kafka.{key.strip()}"] = value.strip()
-    if "kafka.bootstrap.servers" not in options:
+            properties[key.strip()] = value.strip()
+    if "bootstrap.servers" not in properties:
         raise SystemExit(f"{path}: bootstrap.servers is not set")
-    return options
+    return properties
+
+
+def kafka_options(path: str) -> dict[str, str]:
+    """The client properties as the connector's `kafka.`-prefixed options."""
+    return {f"kafka.{key}": value for key, value in read_properties(path).items()}
+
+
+def kafka_python_client(path: str) -> dict[str, Any]:
+    """The same identity as kafka-python options, for the driver's transactional sink."""
+    properties = read_properties(path)
+    client: dict[str, Any] = {"bootstrap_servers": properties["bootstrap.servers"].split(",")}
+    if properties.get("security.protocol", "PLAINTEXT").upper() == "SSL":
+        # A PEM keystore holds the key and the certificate chain in one file.
+        client.update(
+            security_protocol="SSL",
+            ssl_cafile=properties["ssl.truststore.location"],
+            ssl_certfile=properties["ssl.keystore.location"],
+        )
+    return client
 
 
 def session(app: str, shuffle_partitions: int) -> SparkSession:

@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pikit_spark.aggregates import as_kafka_records, deduplicated, window_stats
+from pikit_spark.aggregates import as_kafka_records, deduplicated, window_stats, write_parquet
 from pikit_spark.readings import parse
 from pyspark.sql import SparkSession
 
@@ -36,8 +36,9 @@ def _start(spark: SparkSession, root: Path) -> Any:
         spark.readStream.schema(KAFKA_SCHEMA).option("recursiveFileLookup", "true").parquet(str(root / "in"))
     )
     stats = window_stats(deduplicated(parse(records).readings, "30 seconds"), "1 minute")
+    out = str(root / "out")
     return (
-        stats.writeStream.format("parquet").option("path", str(root / "out"))
+        stats.writeStream.foreachBatch(lambda frame, batch_id: write_parquet(frame, out, batch_id))
         .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start()
     )  # fmt: skip
 
@@ -83,6 +84,17 @@ def test_windows_drop_duplicates_and_late_data_and_survive_a_restart(
     for g, e in zip(got, expected, strict=True):
         assert g[:3] == e[:3]
         assert abs(g[3] - e[3]) < 1e-9 and abs(g[4] - e[4]) < 1e-9
+
+
+def test_a_replayed_batch_replaces_its_own_parquet_files(spark: SparkSession, tmp_path: Path) -> None:
+    rows = [(b"k", batch("edge-9", [reading(1, T0, value=2.0), reading(2, T0 + 61, value=4.0)]), "t", 0, 0)]
+    stats = window_stats(parse(spark.createDataFrame(rows, KAFKA_SCHEMA)).readings, "1 minute")
+    out = str(tmp_path / "out")
+    write_parquet(stats, out, 7)
+    write_parquet(stats, out, 8)
+    write_parquet(stats, out, 7)  # the driver died after writing batch 7; it runs again
+    got = spark.read.parquet(out).groupBy("batch").count().orderBy("batch").collect()
+    assert [(r["batch"], r["count"]) for r in got] == [(7, 2), (8, 2)]
 
 
 def test_aggregate_records_are_keyed_by_device(spark: SparkSession) -> None:

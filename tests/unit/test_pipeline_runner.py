@@ -1,0 +1,22 @@
+"""The phase runner behind `make test` and `make demo`: a failed phase says why at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pikit.pipeline import _stream, failure_digest
+
+
+def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:
+    tail: list[str] = []
+    script = (
+        "for i in $(seq 50); do echo noise $i; done;"
+        " echo '  │ FAILED - RETRYING: wait (3 left)';"
+        " echo 'E   AssertionError: missing window (dev-a, 60)';"
+        r" printf '\033[31mfatal: [pi-1]: FAILED! => {\"msg\": \"boom\"}\033[0m\n'; exit 3"
+    )
+    assert _stream(["bash", "-c", script], Path("."), tail) == 3
+    assert failure_digest(tail) == [
+        "E   AssertionError: missing window (dev-a, 60)",
+        'fatal: [pi-1]: FAILED! => {"msg": "boom"}',
+    ]
