@@ -217,9 +217,7 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
         say(f"{rel}: cached and verified")
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        say(f"{rel}: placed by the user, taking it as is")
-        manifest.record(rel, "user")
+    if _user_file(manifest, rel):
         return
     if from_apache_archive(f"kafka/{version}", f"{name}.tgz", dest):
         manifest.record(rel, "apache-archive")
@@ -249,20 +247,56 @@ def _artifact_name(jar: str) -> str:
     return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
 
 
+def spark_tarball(version: str) -> str:
+    """Apache's binary release, as the cache keeps it."""
+    return f"spark/spark-{version}-bin-hadoop3.tgz"
+
+
+def _user_file(manifest: Manifest, rel: str) -> bool:
+    """A file the user put in the cache: taken once it matches the `.sha512` Apache publishes next
+    to it (required: a half-copied 400 MB tarball must not be installed on every node)."""
+    dest = cache_dir() / rel
+    if not dest.exists():
+        return False
+    checksum = dest.with_name(dest.name + ".sha512")
+    if not checksum.exists():
+        die(f"{rel}: placed in the cache without its {checksum.name}; add Apache's checksum file next to it")
+    if hashlib.sha512(dest.read_bytes()).hexdigest() != parse_sha512_file(checksum.read_text()):
+        die(f"{rel} does not match {checksum.name}; refusing it (remove it or replace it)")
+    say(f"{rel}: placed by the user, SHA-512 verified")
+    manifest.record(rel, "user")
+    return True
+
+
 def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
-    """Spark from the pyspark wheel (PyPI ships it as an sdist: built here once), its py4j
-    dependency, and the Kafka connector's Maven closure minus what Spark already ships."""
+    """Spark and the Kafka connector's Maven closure minus the jars Spark already ships.
+
+    Spark itself: Apache's binary tarball when the cache has it (placed by the user with its
+    .sha512, or fetched from the Apache archive where reachable); otherwise the pyspark wheel
+    (PyPI ships it as an sdist: built here once) and its py4j dependency. The spark role installs
+    whichever is recorded (spark_distribution: auto).
+    """
     target = cache_dir() / "spark"
-    wheel = f"spark/pyspark-{version}-py2.py3-none-any.whl"
+    tarball, wheel = spark_tarball(version), f"spark/pyspark-{version}-py2.py3-none-any.whl"
     connector_name = f"spark-kafka-connector_{scala}-{version}"
     connector = f"spark/{connector_name}.tgz"
+    if not manifest.verified(tarball):
+        _user_file(manifest, tarball)
     py4j = sorted(rel for rel in manifest.files if rel.startswith("spark/py4j-"))
-    if py4j and all(manifest.verified(rel) for rel in (wheel, connector, py4j[-1])):
-        say("pyspark wheel, py4j and the Kafka connector: cached and verified")
+    wheel_ready = bool(py4j) and manifest.verified(wheel) and manifest.verified(py4j[-1])
+    if (manifest.verified(tarball) or wheel_ready) and manifest.verified(connector):
+        say(f"Spark ({'tarball' if manifest.verified(tarball) else 'pyspark wheel, py4j'}) and the Kafka "
+            "connector: cached and verified")  # fmt: skip
         return
     target.mkdir(parents=True, exist_ok=True)
     log = cache_dir() / ".logs" / f"spark-{version}.log"
-    if not manifest.verified(wheel):
+    if manifest.verified(tarball):
+        pass
+    elif not wheel_ready and from_apache_archive(
+        f"spark/spark-{version}", Path(tarball).name, cache_dir() / tarball
+    ):
+        manifest.record(tarball, "apache-archive")
+    elif not wheel_ready:
         with phase(f"pyspark {version} wheel and py4j from PyPI (log: {log})"):
             pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
             run([*pip, "wheel", "-w", target, f"pyspark=={version}"], log=log)
@@ -273,8 +307,13 @@ def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
         manifest.record(f"spark/{found[-1].name}", "pypi")
     if manifest.verified(connector):
         return
-    with zipfile.ZipFile(cache_dir() / wheel) as whl:
-        shipped = {_artifact_name(Path(n).name) for n in whl.namelist() if n.startswith("pyspark/jars/")}
+    if manifest.verified(tarball):
+        with tarfile.open(cache_dir() / tarball) as tar:
+            names = [n for n in tar.getnames() if "/jars/" in n]
+    else:
+        with zipfile.ZipFile(cache_dir() / wheel) as whl:
+            names = [n for n in whl.namelist() if n.startswith("pyspark/jars/")]
+    shipped = {_artifact_name(Path(n).name) for n in names}
     with (
         phase(f"resolve {connector_name} from Maven Central (log: {log})"),
         tempfile.TemporaryDirectory() as work,

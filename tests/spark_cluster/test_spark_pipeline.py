@@ -82,6 +82,16 @@ class Device:
         ]
 
 
+def test_spark_home_is_the_expected_distribution() -> None:
+    """The scenario installs Spark from a tarball; the e2e test covers the pyspark wheel."""
+    expected = os.environ.get("SPARK_TEST_SPARK_HOME", "site-packages/pyspark")
+    home = subprocess.run(
+        ["podman", "exec", MASTER_NAME, "readlink", "-f", "/opt/spark/current"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert home.endswith(expected), home
+
+
 def test_workers_are_alive() -> None:
     alive = sorted(w["host"] for w in master_json()["workers"] if w["state"] == "ALIVE")
     assert alive == sorted(WORKERS)

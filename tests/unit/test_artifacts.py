@@ -84,16 +84,46 @@ def test_full_cache_downloads_nothing_and_corruption_is_refetched(
     assert tgz.read_bytes() == good
 
 
-def test_a_file_the_user_placed_is_used_as_is(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_the_user_placed_is_used_once_its_sha512_matches(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[int] = []
     monkeypatch.setattr(artifacts, "maven_closure", _fake_maven(calls))
     placed = cache / "kafka/kafka_2.13-9.9.9.tgz"
     placed.parent.mkdir()
     placed.write_bytes(b"the official tarball")
     manifest = artifacts.Manifest.load(cache / "MANIFEST.json")
+    with pytest.raises(SystemExit):  # no checksum file next to it
+        artifacts.fetch_kafka(manifest, "9.9.9", "2.13")
+    checksum = placed.with_name(placed.name + ".sha512")
+    checksum.write_text(f"{hashlib.sha512(b'a half-copied tarball').hexdigest()}  {placed.name}\n")
+    with pytest.raises(SystemExit):
+        artifacts.fetch_kafka(manifest, "9.9.9", "2.13")
+    checksum.write_text(f"{hashlib.sha512(b'the official tarball').hexdigest()}  {placed.name}\n")
     artifacts.fetch_kafka(manifest, "9.9.9", "2.13")
     assert calls == []
     assert manifest.files["kafka/kafka_2.13-9.9.9.tgz"]["source"] == "user"
+
+
+def test_a_spark_tarball_in_the_cache_replaces_the_wheel(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(artifacts, "maven_closure", _fake_maven(calls))
+    monkeypatch.setattr(artifacts, "run", lambda *a, **k: pytest.fail("the wheel must not be built"))
+    tree = cache / "build/spark-9.9.9-bin-hadoop3"
+    (tree / "jars").mkdir(parents=True)
+    (tree / "jars/spark-core_2.13-9.9.9.jar").write_bytes(b"core")
+    placed = cache / artifacts.spark_tarball("9.9.9")
+    placed.parent.mkdir()
+    artifacts.reproducible_tarball(tree, placed)
+    digest = hashlib.sha512(placed.read_bytes()).hexdigest()
+    placed.with_name(placed.name + ".sha512").write_text(f"{digest}  {placed.name}\n")
+    manifest = artifacts.Manifest.load(cache / "MANIFEST.json")
+    artifacts.fetch_spark(manifest, "9.9.9", "2.13")
+    assert manifest.files[artifacts.spark_tarball("9.9.9")]["source"] == "user"
+    assert "spark/spark-kafka-connector_2.13-9.9.9.tgz" in manifest.files
+    assert not any(rel.startswith("spark/pyspark-") for rel in manifest.files)
 
 
 def test_versions_come_from_the_role_defaults() -> None:

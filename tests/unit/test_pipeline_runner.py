@@ -15,7 +15,7 @@ def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:
         " echo 'E   AssertionError: missing window (dev-a, 60)';"
         r" printf '\033[31mfatal: [pi-1]: FAILED! => {\"msg\": \"boom\"}\033[0m\n'; exit 3"
     )
-    assert _stream(["bash", "-c", script], Path("."), tail) == 3
+    assert _stream(["bash", "-c", script], Path(), tail) == 3
     assert failure_digest(tail) == [
         "E   AssertionError: missing window (dev-a, 60)",
         'fatal: [pi-1]: FAILED! => {"msg": "boom"}',
