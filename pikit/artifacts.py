@@ -280,34 +280,33 @@ def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
     tarball, wheel = spark_tarball(version), f"spark/pyspark-{version}-py2.py3-none-any.whl"
     connector_name = f"spark-kafka-connector_{scala}-{version}"
     connector = f"spark/{connector_name}.tgz"
-    if not manifest.verified(tarball):
-        _user_file(manifest, tarball)
+    # Each verified() hashes the file (the tarball is over 400 MB): ask once, keep the answer.
+    have_tarball = manifest.verified(tarball) or _user_file(manifest, tarball)
     py4j = sorted(rel for rel in manifest.files if rel.startswith("spark/py4j-"))
-    wheel_ready = bool(py4j) and manifest.verified(wheel) and manifest.verified(py4j[-1])
-    if (manifest.verified(tarball) or wheel_ready) and manifest.verified(connector):
-        say(f"Spark ({'tarball' if manifest.verified(tarball) else 'pyspark wheel, py4j'}) and the Kafka "
-            "connector: cached and verified")  # fmt: skip
+    have_wheel = not have_tarball and bool(py4j) and manifest.verified(wheel) and manifest.verified(py4j[-1])
+    have_connector = manifest.verified(connector)
+    if (have_tarball or have_wheel) and have_connector:
+        say(f"Spark ({'tarball' if have_tarball else 'pyspark wheel, py4j'}) and the Kafka connector: "
+            "cached and verified")  # fmt: skip
         return
     target.mkdir(parents=True, exist_ok=True)
     log = cache_dir() / ".logs" / f"spark-{version}.log"
-    if manifest.verified(tarball):
-        pass
-    elif not wheel_ready and from_apache_archive(
-        f"spark/spark-{version}", Path(tarball).name, cache_dir() / tarball
-    ):
-        manifest.record(tarball, "apache-archive")
-    elif not wheel_ready:
-        with phase(f"pyspark {version} wheel and py4j from PyPI (log: {log})"):
-            pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-            run([*pip, "wheel", "-w", target, f"pyspark=={version}"], log=log)
-        found = sorted(target.glob("py4j-*.whl"))
-        if not (cache_dir() / wheel).exists() or not found:
-            die(f"pip did not produce {wheel} and a py4j wheel; see {log}")
-        manifest.record(wheel, "pypi")
-        manifest.record(f"spark/{found[-1].name}", "pypi")
-    if manifest.verified(connector):
+    if not (have_tarball or have_wheel):
+        if from_apache_archive(f"spark/spark-{version}", Path(tarball).name, cache_dir() / tarball):
+            manifest.record(tarball, "apache-archive")
+            have_tarball = True
+        else:
+            with phase(f"pyspark {version} wheel and py4j from PyPI (log: {log})"):
+                pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+                run([*pip, "wheel", "-w", target, f"pyspark=={version}"], log=log)
+            found = sorted(target.glob("py4j-*.whl"))
+            if not (cache_dir() / wheel).exists() or not found:
+                die(f"pip did not produce {wheel} and a py4j wheel; see {log}")
+            manifest.record(wheel, "pypi")
+            manifest.record(f"spark/{found[-1].name}", "pypi")
+    if have_connector:
         return
-    if manifest.verified(tarball):
+    if have_tarball:
         with tarfile.open(cache_dir() / tarball) as tar:
             names = [n for n in tar.getnames() if "/jars/" in n]
     else:

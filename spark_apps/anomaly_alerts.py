@@ -61,10 +61,8 @@ def main(argv: list[str] | None = None) -> None:
         batch.persist()
         baseline = store.before(batch_id)
         found = alerts(batch, baseline, rules).persist()
-        count = found.count()
-        if count:
-            sent = sink.write(batch_id, records_of(as_kafka_records(found)))
-            LOG.info("batch %d: %s alerts", batch_id, "no new" if sent is None else sent)
+        if not found.isEmpty():
+            sink.write(batch_id, records_of(as_kafka_records(found)))
         store.write(batch_id, updated_baseline(baseline, batch, rules))
         found.unpersist()
         batch.unpersist()

@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> None:
                 # Parquet first: a crash before the Kafka commit replays the batch, which
                 # overwrites its own Parquet directory and then writes Kafka.
                 write_parquet(batch, parquet, batch_id)
-                sent = aggregates.write(batch_id, records_of(as_kafka_records(batch)))
-                LOG.info("batch %d: %s windows", batch_id, "no new" if sent is None else sent)
+                aggregates.write(batch_id, records_of(as_kafka_records(batch)))
         finally:
             batch.unpersist()
 
@@ -68,8 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         records = dead_letter_records(batch).persist()
         try:
             if not records.isEmpty():
-                sent = dead_letters.write(batch_id, records_of(records))
-                LOG.info("batch %d: %s dead letters", batch_id, "no new" if sent is None else sent)
+                dead_letters.write(batch_id, records_of(records))
         finally:
             records.unpersist()
 

@@ -38,6 +38,9 @@ class TransactionalSink:
         self.client = client
         self.marker = TopicPartition(topic, 0)
         self._producer: KafkaProducer | None = None
+        # The last batch id committed, read from the marker when the producer starts; this
+        # producer is then the only writer (a rival is fenced), so it keeps count itself.
+        self._last_batch = -1
 
     def producer(self) -> KafkaProducer:
         if self._producer is None:
@@ -48,13 +51,15 @@ class TransactionalSink:
                 linger_ms=20,
                 compression_type="gzip",
             )
-            # Fences an earlier driver with the same id and settles its open transaction.
+            # Fences an earlier driver with the same id and settles its open transaction,
+            # so the marker read next is final.
             producer.init_transactions()
+            self._last_batch = self.written_through()
             self._producer = producer
         return self._producer
 
     def written_through(self) -> int:
-        """The id of the last batch this sink committed, -1 before the first."""
+        """The id of the last batch this sink committed, -1 before the first (read from Kafka)."""
         consumer = KafkaConsumer(
             **self.client, group_id=self.group, enable_auto_commit=False, isolation_level="read_committed"
         )
@@ -67,8 +72,8 @@ class TransactionalSink:
     def write(self, batch_id: int, records: Iterable[Record]) -> int | None:
         """Send the batch's records in one transaction; None when the batch was written before."""
         producer = self.producer()
-        if batch_id <= self.written_through():
-            LOG.info("%s: batch %d was written before a restart; skipped", self.topic, batch_id)
+        if batch_id <= self._last_batch:
+            LOG.info("batch %d: written to %s before a restart; skipped", batch_id, self.topic)
             return None
         producer.begin_transaction()
         try:
@@ -82,6 +87,8 @@ class TransactionalSink:
         except BaseException:
             self._abort()
             raise
+        self._last_batch = batch_id
+        LOG.info("batch %d: %d records to %s", batch_id, sent, self.topic)
         return sent
 
     def _abort(self) -> None:
