@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
     kafka = kafka_options(args.kafka_properties)
-    sink = TransactionalSink(args.alerts_topic, APP, kafka_python_client(args.kafka_properties))
+    sink = TransactionalSink([args.alerts_topic], APP, kafka_python_client(args.kafka_properties))
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
     readings = deduplicated(
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         baseline = store.before(batch_id)
         found = alerts(batch, baseline, rules).persist()
         if not found.isEmpty():
-            sink.write(batch_id, records_of(as_kafka_records(found)))
+            sink.write(batch_id, {args.alerts_topic: records_of(as_kafka_records(found))})
         store.write(batch_id, updated_baseline(baseline, batch, rules))
         found.unpersist()
         batch.unpersist()

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     stats = window_stats(deduplicated(parsed.readings, args.watermark), args.window)
     checkpoints = args.checkpoint_dir.rstrip("/")
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    aggregates = TransactionalSink(args.aggregates_topic, f"{APP}-aggregates", client)
-    dead_letters = TransactionalSink(args.dead_letter_topic, f"{APP}-dead-letters", client)
+    aggregates = TransactionalSink([args.aggregates_topic], f"{APP}-aggregates", client)
+    dead_letters = TransactionalSink([args.dead_letter_topic], f"{APP}-dead-letters", client)
 
     def emit_windows(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
                 # Parquet first: a crash before the Kafka commit replays the batch, which
                 # overwrites its own Parquet directory and then writes Kafka.
                 write_parquet(batch, parquet, batch_id)
-                aggregates.write(batch_id, records_of(as_kafka_records(batch)))
+                aggregates.write(batch_id, {args.aggregates_topic: records_of(as_kafka_records(batch))})
         finally:
             batch.unpersist()
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         records = dead_letter_records(batch).persist()
         try:
             if not records.isEmpty():
-                dead_letters.write(batch_id, records_of(records))
+                dead_letters.write(batch_id, {args.dead_letter_topic: records_of(records)})
         finally:
             records.unpersist()
 

@@ -3,23 +3,41 @@
 Spark's own Kafka sink is at-least-once: a driver killed after a batch reached Kafka but
 before Spark committed it writes that batch again when it comes back, and consumers see
 its windows twice. Here each micro-batch goes out from the driver in one Kafka
-transaction which also records the batch id as the committed offset of a marker group
-(`pikit-spark-<name>`, partition 0 of the output topic). On a replay the marker already
-holds the id and the batch is skipped; `init_transactions()` fences the killed driver's
-producer and aborts whatever it left open. Consumers of these topics read with
-isolation.level=read_committed.
+transaction (all of its output topics at once) which also records the batch id as the
+committed offset of a marker group (`pikit-spark-<name>`, partition 0 of the first
+output topic). On a replay the marker already holds the id and the batch is skipped;
+`init_transactions()` fences the killed driver's producer and aborts whatever it left
+open. Consumers of these topics read with isolation.level=read_committed.
+
+A batch is committed only when every one of its records was acknowledged: kafka-python's
+`commit_transaction()` does not check the sends (records expired during a broker outage
+would be lost behind a committed marker), so `write` flushes and checks each send first.
+A failed attempt is aborted and the whole batch is sent again, with backoff, for up to
+`retry_for` seconds; after that the error is raised and Spark replays the batch when the
+app restarts.
+
+The marker also carries the id of the streaming query (from its checkpoint). A new
+checkpoint with an old marker means the checkpoint was deleted or replaced: its batch
+ids start again at 0, and skipping them would lose output, while writing them would
+repeat it. The sink refuses to guess and stops with `LineageError`, unless the operator
+said `adopt_new_checkpoint` (the marker then follows the new query, and output already
+written may be written again).
 
 The rows pass through the driver, so this is for outputs of modest size per batch:
-window aggregates, alerts, dead letters.
+window aggregates, alerts, dead letters, late readings.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 from pyspark.sql import DataFrame
 
@@ -29,14 +47,38 @@ Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
 
 
-class TransactionalSink:
-    """Writes each micro-batch of records to `topic` once, whatever restarts happen."""
+class LineageError(RuntimeError):
+    """The marker was written by another streaming query than the one now running."""
 
-    def __init__(self, topic: str, name: str, client: dict[str, Any]) -> None:
-        self.topic = topic
+
+def checkpoint_query_id(checkpoint: str) -> str:
+    """The id Spark keeps for a query in `<checkpoint>/metadata` (stable across restarts)."""
+    first_line = (Path(checkpoint) / "metadata").read_text().splitlines()[0]
+    return str(json.loads(first_line)["id"])
+
+
+class TransactionalSink:
+    """Writes each micro-batch of records to its topics once, whatever restarts happen."""
+
+    def __init__(
+        self,
+        topics: list[str],
+        name: str,
+        client: dict[str, Any],
+        *,
+        lineage: str = "",
+        adopt_new_checkpoint: bool = False,
+        retry_for: float = 600.0,
+        delivery_timeout_ms: int = 120_000,
+    ) -> None:
+        self.topics = topics
         self.transactional_id = self.group = f"pikit-spark-{name}"
         self.client = client
-        self.marker = TopicPartition(topic, 0)
+        self.marker = TopicPartition(topics[0], 0)
+        self.lineage = lineage
+        self.adopt_new_checkpoint = adopt_new_checkpoint
+        self.retry_for = retry_for
+        self.delivery_timeout_ms = delivery_timeout_ms
         self._producer: KafkaProducer | None = None
         # The last batch id committed, read from the marker when the producer starts; this
         # producer is then the only writer (a rival is fenced), so it keeps count itself.
@@ -50,58 +92,106 @@ class TransactionalSink:
                 acks="all",
                 linger_ms=20,
                 compression_type="gzip",
+                delivery_timeout_ms=self.delivery_timeout_ms,
+                request_timeout_ms=min(30_000, self.delivery_timeout_ms // 2),
+                max_block_ms=30_000,
             )
-            # Fences an earlier driver with the same id and settles its open transaction,
-            # so the marker read next is final.
-            producer.init_transactions()
-            self._last_batch = self.written_through()
+            try:
+                # Fences an earlier driver with the same id and settles its open
+                # transaction, so the marker read next is final.
+                producer.init_transactions()
+                self._last_batch = self._checked_marker()
+            except BaseException:
+                producer.close(timeout=0)
+                raise
             self._producer = producer
         return self._producer
 
-    def written_through(self) -> int:
-        """The id of the last batch this sink committed, -1 before the first (read from Kafka)."""
+    def marker_state(self) -> tuple[int, str]:
+        """(last batch id committed, query id that committed it); (-1, "") before the first."""
         consumer = KafkaConsumer(
             **self.client, group_id=self.group, enable_auto_commit=False, isolation_level="read_committed"
         )
         try:
-            committed = consumer.committed(self.marker)
+            committed = consumer.committed(self.marker, metadata=True)
         finally:
             consumer.close()
-        return -1 if committed is None else int(committed) - 1
+        if committed is None or committed.offset < 0:
+            return -1, ""
+        return committed.offset - 1, committed.metadata or ""
 
-    def write(self, batch_id: int, records: Iterable[Record]) -> int | None:
-        """Send the batch's records in one transaction; None when the batch was written before."""
+    def written_through(self) -> int:
+        """The id of the last batch this sink committed, -1 before the first (read from Kafka)."""
+        return self.marker_state()[0]
+
+    def _checked_marker(self) -> int:
+        last, lineage = self.marker_state()
+        if last < 0 or not self.lineage or lineage in ("", self.lineage):
+            return last
+        if not self.adopt_new_checkpoint:
+            raise LineageError(
+                f"{self.group}: Kafka holds output of batches 0..{last} of query {lineage}, but the "
+                f"checkpoint now belongs to query {self.lineage}: it was deleted or replaced. Restore "
+                "the checkpoint, or restart with --adopt-new-checkpoint to write from batch 0 of the "
+                "new query (output already in Kafka may then be written again)."
+            )
+        LOG.warning("%s: adopting query %s after %s (batch %d)", self.group, self.lineage, lineage, last)
+        return -1
+
+    def write(self, batch_id: int, outputs: Mapping[str, Iterable[Record]]) -> int | None:
+        """Send the batch's records (by topic) in one transaction; None when written before."""
+        records = [(topic, record) for topic, rows in outputs.items() for record in rows]
+        deadline = time.monotonic() + self.retry_for
+        attempt = 0
+        while True:
+            try:
+                return self._write_once(batch_id, records)
+            except (LineageError, ProducerFencedError):
+                raise  # a newer driver owns the output now, or the operator must decide
+            except Exception as exc:
+                attempt += 1
+                # A fenced or broken producer cannot be trusted again: drop it, open
+                # transaction and all. Not abort_transaction(): kafka-python waits for it
+                # without a timeout, and the broker may be what failed. The next producer's
+                # init_transactions() aborts what this one left open.
+                self.close(timeout=0)
+                if time.monotonic() >= deadline:
+                    LOG.error("batch %d: not written after %d attempts: %s", batch_id, attempt, exc)
+                    raise
+                delay = min(30.0, 2.0**attempt)
+                LOG.warning("batch %d: attempt %d failed (%s: %s); again in %.0fs",
+                            batch_id, attempt, type(exc).__name__, exc, delay)  # fmt: skip
+                time.sleep(delay)
+
+    def _write_once(self, batch_id: int, records: list[tuple[str, Record]]) -> int | None:
         producer = self.producer()
         if batch_id <= self._last_batch:
-            LOG.info("batch %d: written to %s before a restart; skipped", batch_id, self.topic)
+            LOG.info("batch %d: written to %s before a restart; skipped", batch_id, ",".join(self.topics))
             return None
         producer.begin_transaction()
-        try:
-            sent = 0
-            for key, value, headers in records:
-                producer.send(self.topic, key=key, value=value, headers=headers)
-                sent += 1
-            marker = {self.marker: OffsetAndMetadata(batch_id + 1, "", -1)}
-            producer.send_offsets_to_transaction(marker, self.group)
-            producer.commit_transaction()
-        except BaseException:
-            self._abort()
-            raise
+        futures = [
+            producer.send(topic, key=key, value=value, headers=headers)
+            for topic, (key, value, headers) in records
+        ]
+        # Bounded: while the transaction coordinator is away, kafka-python neither sends nor
+        # expires the records, and an unbounded flush would hang the query.
+        producer.flush(timeout=self.delivery_timeout_ms / 1000 + 5)
+        for future in futures:
+            future.get(timeout=0)  # raises the send's error: the batch must not commit
+        marker = {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
+        producer.send_offsets_to_transaction(marker, self.group)
+        producer.commit_transaction()
         self._last_batch = batch_id
-        LOG.info("batch %d: %d records to %s", batch_id, sent, self.topic)
-        return sent
+        counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
+        LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
+        return len(records)
 
-    def _abort(self) -> None:
-        try:
-            if self._producer is not None:
-                self._producer.abort_transaction()
-        except Exception:  # the original error is the one worth raising
-            LOG.exception("%s: abort failed; a new producer will fence this one", self.topic)
-            self.close()
-
-    def close(self) -> None:
+    def close(self, timeout: float = 10) -> None:
         if self._producer is not None:
-            self._producer.close(timeout=10)
+            try:
+                self._producer.close(timeout=timeout)
+            except Exception as exc:
+                LOG.debug("closing the producer: %s", exc)
             self._producer = None
 
 

@@ -1,8 +1,11 @@
-"""The Spark apps' exactly-once Kafka sink against a real broker: replays, zombies, restarts."""
+"""The Spark apps' exactly-once Kafka sink against a real broker: replays, zombies, restarts,
+broker outages and a deleted checkpoint."""
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -11,12 +14,13 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from pikit.localkafka import LocalBroker
 from pikit.topic import read_to_end
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "spark_apps"))
 
-from pikit_spark.sink import Record, TransactionalSink
+from pikit_spark.sink import LineageError, Record, TransactionalSink
 
 
 def _topic(broker: str) -> str:
@@ -33,15 +37,19 @@ def _batch(batch_id: int, n: int = 3) -> list[Record]:
     return [(f"dev-{i % 2}".encode(), f"{batch_id}:{i}".encode(), [("reason", b"why")]) for i in range(n)]
 
 
+def _values(topic: str, client: dict[str, Any]) -> list[bytes]:
+    return sorted(r.value for r in read_to_end(topic, **client))
+
+
 def test_each_batch_lands_once_across_replays_zombies_and_restarts(broker: str) -> None:
     topic = _topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
 
-    sink = TransactionalSink(topic, "test-app", client)
+    sink = TransactionalSink([topic], "test-app", client)
     assert sink.written_through() == -1
-    assert sink.write(0, _batch(0)) == 3
-    assert sink.write(0, _batch(0)) is None, "a replayed batch is skipped"
-    assert sink.write(1, _batch(1)) == 3
+    assert sink.write(0, {topic: _batch(0)}) == 3
+    assert sink.write(0, {topic: _batch(0)}) is None, "a replayed batch is skipped"
+    assert sink.write(1, {topic: _batch(1)}) == 3
 
     # The driver dies with batch 2 half sent: its transaction is open, never committed.
     zombie = sink.producer()
@@ -50,13 +58,14 @@ def test_each_batch_lands_once_across_replays_zombies_and_restarts(broker: str) 
     zombie.flush()
 
     # The restarted driver replays batch 1 (skipped) and writes batch 2 in full.
-    restarted = TransactionalSink(topic, "test-app", client)
-    assert restarted.write(1, _batch(1)) is None
-    assert restarted.write(2, _batch(2)) == 3
+    restarted = TransactionalSink([topic], "test-app", client)
+    assert restarted.write(1, {topic: _batch(1)}) is None
+    assert restarted.write(2, {topic: _batch(2)}) == 3
     assert restarted.written_through() == 2
     restarted.close()
     with pytest.raises(KafkaError):  # the old driver, were it still alive, is fenced off
-        sink.write(3, _batch(3))
+        zombie.send(topic, key=b"dev-0", value=b"2:late")
+        zombie.commit_transaction()
 
     records = read_to_end(topic, **client)
     values = sorted(r.value for r in records)
@@ -65,12 +74,85 @@ def test_each_batch_lands_once_across_replays_zombies_and_restarts(broker: str) 
     assert {r.key for r in records} == {b"dev-0", b"dev-1"}
 
 
+def test_one_transaction_spans_every_output_topic(broker: str) -> None:
+    windows, late = _topic(broker), _topic(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    sink = TransactionalSink([windows, late], "two-topics", client)
+    assert sink.write(0, {windows: _batch(0, 2), late: _batch(0, 1)}) == 3
+    assert sink.write(0, {windows: _batch(0, 2), late: _batch(0, 1)}) is None
+    sink.close()
+    assert _values(windows, client) == [b"0:0", b"0:1"]
+    assert _values(late, client) == [b"0:0"]
+
+
 def test_sinks_of_different_apps_do_not_share_a_marker(broker: str) -> None:
     topic = _topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
-    first, second = TransactionalSink(topic, "app-a", client), TransactionalSink(topic, "app-b", client)
-    assert first.write(5, _batch(5, 1)) == 1
-    assert second.write(5, _batch(5, 1)) == 1
+    first, second = TransactionalSink([topic], "app-a", client), TransactionalSink([topic], "app-b", client)
+    assert first.write(5, {topic: _batch(5, 1)}) == 1
+    assert second.write(5, {topic: _batch(5, 1)}) == 1
     first.close()
     second.close()
     assert len(read_to_end(topic, **client)) == 2
+
+
+def test_a_batch_whose_sends_expire_in_an_outage_is_not_committed(own_broker: LocalBroker) -> None:
+    """The bug this sink had: records expired while the broker was away, yet the
+    transaction and the batch marker committed, so a replay skipped the lost batch."""
+    topic = _topic(own_broker.address)
+    client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
+    sink = TransactionalSink([topic], "outage", client, retry_for=0, delivery_timeout_ms=4000)
+    assert sink.write(0, {topic: _batch(0)}) == 3
+
+    own_broker.stop()
+    with pytest.raises(KafkaError):
+        sink.write(1, {topic: _batch(1)})
+    own_broker.start()
+
+    replay = TransactionalSink([topic], "outage", client)
+    assert replay.written_through() == 0, "the failed batch must not be marked as written"
+    assert replay.write(1, {topic: _batch(1)}) == 3, "Spark's replay of the batch is written"
+    replay.close()
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+
+def test_a_batch_rides_out_a_broker_outage_and_lands_once(own_broker: LocalBroker) -> None:
+    topic = _topic(own_broker.address)
+    client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
+    sink = TransactionalSink([topic], "ride-out", client, retry_for=300, delivery_timeout_ms=4000)
+    assert sink.write(0, {topic: _batch(0)}) == 3
+
+    own_broker.stop()
+    result: list[int | None] = []
+    writer = threading.Thread(target=lambda: result.append(sink.write(1, {topic: _batch(1)})))
+    writer.start()
+    time.sleep(20)  # several attempts fail meanwhile (4 s delivery timeout, backoff)
+    assert writer.is_alive(), "the batch must wait for the broker, not give up or pretend"
+    own_broker.start()
+    writer.join(timeout=240)
+    assert result == [3]
+    sink.close()
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+
+def test_a_deleted_checkpoint_stops_the_sink_until_the_operator_decides(broker: str) -> None:
+    topic = _topic(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    old = TransactionalSink([topic], "lineage", client, lineage="query-old")
+    assert old.write(0, {topic: _batch(0)}) == 3
+    assert old.write(1, {topic: _batch(1)}) == 3
+    old.close()
+
+    # The checkpoint was deleted: the new query's batch ids start at 0 again.
+    new = TransactionalSink([topic], "lineage", client, lineage="query-new")
+    with pytest.raises(LineageError, match=r"batches 0\.\.1 of query query-old"):
+        new.write(0, {topic: _batch(10)})
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+    adopted = TransactionalSink([topic], "lineage", client, lineage="query-new", adopt_new_checkpoint=True)
+    assert adopted.write(0, {topic: _batch(10)}) == 3
+    adopted.close()
+    assert TransactionalSink([topic], "lineage", client, lineage="query-new").marker_state() == (
+        0,
+        "query-new",
+    )
