@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
     readings = deduplicated(
-        parse(read_topic(spark, kafka, args.readings_topic, args)).readings, args.watermark
+        parse(read_topic(spark, kafka, args.readings_topic, args), args.max_clock_skew_seconds).readings,
+        args.watermark,
     )
 
     def judge(batch: Any, batch_id: int) -> None:

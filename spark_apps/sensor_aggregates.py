@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
     client = kafka_python_client(args.kafka_properties)
-    parsed = parse(read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args))
+    parsed = parse(
+        read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args),
+        args.max_clock_skew_seconds,
+    )
     stats = window_stats(deduplicated(parsed.readings, args.watermark), args.window)
     checkpoints = args.checkpoint_dir.rstrip("/")
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"

@@ -7,9 +7,11 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from edge_agent import clock
 from edge_agent.config import Config
 from edge_agent.contract import Reading
 from edge_agent.metrics import Metrics, serve
@@ -19,6 +21,7 @@ from edge_agent.spool import Spool
 
 log = logging.getLogger("edge_agent")
 SHUTDOWN_DRAIN_SECONDS = 10.0
+CLOCK_CHECK_SECONDS = 5.0
 
 
 class Agent:
@@ -37,7 +40,9 @@ class Agent:
         )
         if self.spool.repaired_bytes:
             log.warning("spool: cut %d bytes of a torn write after a crash", self.spool.repaired_bytes)
-        self.metrics.spool_state = lambda: (self.spool.depth, self.spool.size_bytes, self.spool.dropped)
+        if self.spool.damaged:
+            log.error("spool: %d readings lost to damaged frames (disk damage?)", self.spool.damaged)
+        self.metrics.spool_state = lambda: (self.spool.depth, self.spool.size_bytes, self.spool.counters())
         self.next_seq = self.spool.high_seq + 1
         self.sensors: list[tuple[Sensor, float]] = [
             (build(sensor, i), sensor.interval) for i, sensor in enumerate(config.sensors)
@@ -57,11 +62,10 @@ class Agent:
             payload = json.dumps(reading.body(), separators=(",", ":")).encode()
             try:
                 accepted = self.spool.append(reading.seq, payload)
-            except OSError as exc:  # full disk: the spool took its partial write back
+            except OSError as exc:  # a failing disk: the spool took its partial write back
                 log.error("spool write failed (%s); reading not taken", exc)
                 accepted = False
-            if not accepted:
-                self.metrics.dropped_full += 1
+            if not accepted:  # counted by the spool, by reason
                 continue
             self.next_seq += 1
             self.metrics.spooled += 1
@@ -81,6 +85,7 @@ class Agent:
             self.spool.depth,
             self.next_seq,
         )
+        self.wait_for_clock()
         due = [time.monotonic()] * len(self.sensors)
         while not self.stop.is_set():
             now = time.monotonic()
@@ -100,6 +105,21 @@ class Agent:
         if server:
             server.shutdown()
         log.info("stopped: %d readings left in the spool for the next start", self.spool.depth)
+
+    def wait_for_clock(self, synchronised: Callable[[], bool] = clock.synchronised) -> None:
+        """Hold the sensors until the clock is synchronised; the sender drains the spool meanwhile."""
+        if not self.config.require_clock_sync:
+            return
+        waited = 0.0
+        while not self.stop.is_set() and not synchronised():
+            if waited % 60 == 0:
+                log.warning("the clock is not synchronised (NTP): sensors wait (%.0fs so far)", waited)
+            self.metrics.clock_unsynchronised = 1
+            self.stop.wait(CLOCK_CHECK_SECONDS)
+            waited += CLOCK_CHECK_SECONDS
+        self.metrics.clock_unsynchronised = 0
+        if waited:
+            log.info("the clock is synchronised after %.0fs: sampling starts", waited)
 
     def handle_signals(self) -> None:
         def on_signal(signum: int, _frame: FrameType | None) -> None:

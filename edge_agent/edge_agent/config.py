@@ -1,6 +1,7 @@
 """The agent's configuration: one TOML file, validated at start, errors naming the key.
 
 device_id = "edge-1"                  # also the Kafka record key and the certificate CN
+require_clock_sync = true             # sample only once the kernel says the clock is synchronised
 
 [kafka]
 bootstrap_servers = ["10.0.0.11:9092"]
@@ -80,6 +81,7 @@ class Config:
     spool: SpoolConfig
     sensors: list[SensorConfig]
     metrics_listen: str = "127.0.0.1:9108"
+    require_clock_sync: bool = True
 
 
 def _take(
@@ -118,6 +120,8 @@ def parse(doc: dict[str, Any]) -> Config:
     device_id = _take(doc, "device_id", "", str)
     if not _DEVICE.match(device_id):
         raise ConfigError(f"device_id: letters, digits and . _ : - only (max 64), got {device_id!r}")
+
+    require_clock_sync = _take(doc, "require_clock_sync", "", bool, True)
 
     k = dict(_take(doc, "kafka", "", dict))
     servers = _take(k, "bootstrap_servers", "kafka.", list)
@@ -179,7 +183,7 @@ def parse(doc: dict[str, Any]) -> Config:
         names.add(name)
         sensors.append(SensorConfig(kind, interval, name, table))
     _no_leftovers(doc, "")
-    return Config(device_id, kafka, spool, sensors, listen)
+    return Config(device_id, kafka, spool, sensors, listen, require_clock_sync)
 
 
 def load(path: Path) -> Config:

@@ -14,14 +14,15 @@ class Metrics:
     taken: int = 0
     spooled: int = 0
     sent: int = 0
-    dropped_full: int = 0
     send_errors: int = 0
+    clock_unsynchronised: int = 0
     last_success: float = 0.0
     sensor_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    spool_state: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)  # depth, bytes, dropped
+    # depth, bytes, and readings lost or refused by reason (Spool.counters)
+    spool_state: Callable[[], tuple[int, int, dict[str, int]]] = lambda: (0, 0, {})
 
     def render(self) -> str:
-        depth, size, dropped_oldest = self.spool_state()
+        depth, size, lost = self.spool_state()
         lines: list[str] = []
 
         def metric(name: str, kind: str, doc: str, value: float, labels: str = "") -> None:
@@ -32,9 +33,10 @@ class Metrics:
         metric("edge_agent_readings_taken_total", "counter", "Readings taken from sensors.", self.taken)
         metric("edge_agent_readings_spooled_total", "counter", "Readings written to the spool.", self.spooled)
         metric("edge_agent_readings_sent_total", "counter", "Readings acknowledged by Kafka.", self.sent)
-        metric("edge_agent_readings_dropped_total", "counter", "Readings lost to a full spool.",
-               self.dropped_full, '{reason="refused"}')  # fmt: skip
-        metric("edge_agent_readings_dropped_total", "counter", "", dropped_oldest, '{reason="oldest"}')
+        for reason, count in lost.items():
+            metric("edge_agent_readings_dropped_total", "counter",
+                   "Readings lost or refused: oldest (bound), refused (stop_sampling), disk_full, damaged.",
+                   count, f'{{reason="{reason}"}}')  # fmt: skip
         metric("edge_agent_send_errors_total", "counter", "Failed sends (retried).", self.send_errors)
         for sensor, count in sorted(self.sensor_errors.items()):
             metric(
@@ -44,6 +46,9 @@ class Metrics:
                 count,
                 f'{{sensor="{sensor}"}}',
             )
+        metric("edge_agent_clock_unsynchronised", "gauge",
+               "1 while sampling waits for the clock to be synchronised.",
+               self.clock_unsynchronised)  # fmt: skip
         metric("edge_agent_spool_depth", "gauge", "Readings waiting in the spool.", depth)
         metric("edge_agent_spool_bytes", "gauge", "Bytes on disk in the spool.", size)
         metric(

@@ -8,7 +8,8 @@ While a broker is away, the producer keeps retrying what is in flight itself (no
 resend, so no duplicate); only after an agent crash or a failed producer can the rounds
 that were in flight be sent again (at most ROUNDS_IN_FLIGHT x RECORDS_PER_ROUND
 records; consumers drop them by device and seq). Connection failures back off
-exponentially with jitter.
+exponentially with jitter, capped at MAX_BACKOFF_S: a broker's return is noticed within
+seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ ROUNDS_IN_FLIGHT = 4
 BATCH_BYTES = 256 * 1024
 # Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
 DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+MAX_BACKOFF_S = 4.0
 
 
 def pick_compression(choice: str) -> str | None:
@@ -66,7 +68,9 @@ def producer_options(config: Config) -> dict[str, Any]:
         "request_timeout_ms": 15000,
         "max_block_ms": 15000,
         "bootstrap_timeout_ms": 10000,
-        "reconnect_backoff_max_ms": 10000,
+        # A broker that comes back is found within seconds; one attempt per few seconds per
+        # device does not hammer a dead one.
+        "reconnect_backoff_max_ms": int(MAX_BACKOFF_S * 1000),
     }
     if kafka.cert_file:
         options.update(
@@ -76,6 +80,11 @@ def producer_options(config: Config) -> dict[str, Any]:
             ssl_check_hostname=True,
         )
     return options
+
+
+def backoff(failures: int) -> float:
+    """Seconds before the next attempt: 0.5, 1, 2, then MAX_BACKOFF_S, each with ±25 % jitter."""
+    return float(min(MAX_BACKOFF_S, 0.5 * 2.0 ** min(failures - 1, 8)) * random.uniform(0.75, 1.25))
 
 
 def envelope(device: str, records: list[Record]) -> bytes:
@@ -133,7 +142,7 @@ class Sender:
                 in_flight.clear()
                 self.metrics.send_errors += 1
                 self.failures += 1
-                delay = min(60.0, 0.5 * 2 ** min(self.failures, 7)) * random.uniform(0.5, 1.5)
+                delay = backoff(self.failures)
                 log.warning("send failed (%s: %s); %d readings wait in the spool; retry in %.1fs",
                             type(exc).__name__, exc, self.spool.depth, delay)  # fmt: skip
                 self._close(timeout=0)

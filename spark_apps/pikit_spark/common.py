@@ -43,6 +43,10 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--watermark", default="2 minutes", help="how late a reading may arrive and still count"
     )
+    parser.add_argument(
+        "--max-clock-skew-seconds", type=int, default=300,
+        help="a reading stamped further ahead of the processing time is a dead letter",
+    )  # fmt: skip
     return parser
 
 

@@ -28,6 +28,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+MAX_CLOCK_SKEW_S = 300
+
 # Readings are kept as JSON text first and validated one by one; a dead letter carries
 # the record's original bytes and, for one bad reading of a batch, its position.
 _ENVELOPE = StructType(
@@ -78,8 +80,14 @@ def _raw_field(raw: Column, name: str) -> Column:
     return F.get_json_object(raw, f"$.{name}")
 
 
-def parse(records: DataFrame) -> Parsed:
-    """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters."""
+def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parsed:
+    """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
+
+    A reading stamped more than `max_clock_skew_s` ahead of the time Spark processes it (a
+    device with a wrong clock) is a dead letter: accepted, it would move the event-time
+    watermark of every device into the future. In a stream, the processing time is the
+    micro-batch's timestamp, which Spark keeps in its offset log, so a replay decides alike.
+    """
     text = F.col("value").cast("string")
     env = records.select(
         "key", "value", "topic", "partition", "offset", F.from_json(text, _ENVELOPE).alias("env"),
@@ -130,6 +138,10 @@ def parse(records: DataFrame) -> Parsed:
         (
             _is_number(raw, "ts") & reading["ts"].between(TS_MIN, TS_MAX),
             f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}",
+        ),
+        (
+            reading["ts"] <= F.unix_timestamp(F.current_timestamp()) + max_clock_skew_s,
+            f"ts is more than {max_clock_skew_s} s ahead of the time it was processed (device clock?)",
         ),
     ]
     judged_readings = exploded.withColumn("r", reading).withColumn("reason", _first_failure(checks))

@@ -69,18 +69,18 @@ def test_auto_compression_prefers_zstd_when_installed() -> None:
     assert pick_compression("none") is None
 
 
+def _doc(tmp_path: Path, **spool: Any) -> dict[str, Any]:
+    return {
+        "device_id": "edge-t",
+        "kafka": {"bootstrap_servers": ["127.0.0.1:1"]},
+        "spool": {"directory": str(tmp_path / "spool"), **spool},
+        "metrics": {"listen": ""},
+        "sensors": [{"type": "simulated", "seed": 1, "metrics": ["temperature", "humidity"]}],
+    }
+
+
 def _agent(tmp_path: Path, **spool: Any) -> Agent:
-    return Agent(
-        parse(
-            {
-                "device_id": "edge-t",
-                "kafka": {"bootstrap_servers": ["127.0.0.1:1"]},
-                "spool": {"directory": str(tmp_path / "spool"), **spool},
-                "metrics": {"listen": ""},
-                "sensors": [{"type": "simulated", "seed": 1, "metrics": ["temperature", "humidity"]}],
-            }
-        )
-    )
+    return Agent(parse(_doc(tmp_path, **spool)))
 
 
 class Broken:
@@ -91,7 +91,7 @@ class Broken:
 
 
 def test_sampling_spools_readings_with_consecutive_sequence_numbers(tmp_path: Path) -> None:
-    agent = _agent(tmp_path)
+    agent = _agent(tmp_path, fsync="always")
     for _ in range(3):
         agent.sample(agent.sensors[0][0])
     seqs = [r.seq for r in agent.spool.read(100)]
@@ -111,10 +111,48 @@ def test_a_failing_sensor_is_counted_not_fatal(tmp_path: Path) -> None:
 
 
 def test_a_full_spool_with_stop_sampling_counts_and_keeps_sequence_gapless(tmp_path: Path) -> None:
-    agent = _agent(tmp_path, max_bytes=65536, full_policy="stop_sampling")
+    agent = _agent(tmp_path, max_bytes=65536, full_policy="stop_sampling", fsync="never")
     for _ in range(2000):
         agent.sample(agent.sensors[0][0])
     seqs = [r.seq for r in agent.spool.read(10**6)]
     assert seqs == list(range(len(seqs)))
-    assert agent.metrics.dropped_full == 4000 - len(seqs) > 0
-    assert 'edge_agent_readings_dropped_total{reason="refused"}' in agent.metrics.render()
+    assert agent.spool.refused == 4000 - len(seqs) > 0
+    assert (
+        f'edge_agent_readings_dropped_total{{reason="refused"}} {agent.spool.refused}'
+        in agent.metrics.render()
+    )
+    assert 'edge_agent_readings_dropped_total{reason="disk_full"} 0' in agent.metrics.render()
+
+
+def test_sampling_waits_for_a_synchronised_clock_and_stops_waiting_on_shutdown(tmp_path: Path) -> None:
+    agent = _agent(tmp_path, fsync="always")
+    answers = iter([False, False, True])
+    checks: list[bool] = []
+
+    def synchronised() -> bool:
+        checks.append(True)
+        return next(answers)
+
+    agent.stop.wait = lambda timeout=None: False  # type: ignore[method-assign]
+    agent.wait_for_clock(synchronised)
+    assert len(checks) == 3 and agent.metrics.clock_unsynchronised == 0
+    agent.stop.set()
+    agent.wait_for_clock(lambda: False)  # shutting down: no endless wait
+    assert "edge_agent_clock_unsynchronised 1" in agent.metrics.render()
+
+
+def test_the_clock_gate_can_be_turned_off_and_reads_the_kernel(tmp_path: Path) -> None:
+    from edge_agent import clock
+
+    assert isinstance(clock.synchronised(), bool)
+    agent = Agent(parse({**_doc(tmp_path), "require_clock_sync": False}))
+    agent.wait_for_clock(lambda: pytest.fail("not asked when turned off"))
+
+
+def test_reconnect_backoff_stays_within_a_few_seconds() -> None:
+    from edge_agent.sender import MAX_BACKOFF_S, backoff
+
+    delays = [backoff(n) for n in range(1, 40)]
+    assert delays[0] <= 0.5 * 1.25
+    assert max(delays) <= MAX_BACKOFF_S * 1.25 <= 5.0
+    assert min(delays[5:]) >= MAX_BACKOFF_S * 0.75, "a dead broker is not hammered"

@@ -83,7 +83,7 @@ def test_a_torn_tail_is_cut_back_to_the_last_whole_record(tmp_path: Path) -> Non
     tail = sorted(tmp_path.glob("seg-*.log"))[-1]
     with tail.open("ab") as handle:
         handle.write(b"\x30\x00\x00\x00garbage-half-frame")
-    again = Spool(tmp_path, max_bytes=4096, segment_bytes=1024)
+    again = Spool(tmp_path, fsync="always", max_bytes=4096, segment_bytes=1024)
     assert again.repaired_bytes > 0
     assert [r.seq for r in again.read(100)] == list(range(10))
     assert again.append(10, b"next")

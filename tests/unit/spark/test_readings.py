@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from edge_agent.contract import ContractError, decode_envelope, validate_reading
@@ -82,3 +83,13 @@ def test_valid_readings_keep_their_values_and_event_time(spark: SparkSession) ->
         "C",
     )
     assert row["event_time"].timestamp() == T0 + 0.25
+
+
+def test_a_reading_from_the_future_is_a_dead_letter_and_never_a_reading(spark: SparkSession) -> None:
+    now = time.time()
+    future = {**reading(2, now + 3600), "value": 99.0}
+    values = [batch("edge-1", [reading(1, now + 60), future]), batch("edge-2", [reading(5, 4_000_000_000)])]
+    parsed = parse(_frame(spark, values), max_clock_skew_s=300)
+    assert [(r["device"], r["seq"]) for r in parsed.readings.collect()] == [("edge-1", 1)]
+    reasons = sorted(d["reason"] for d in parsed.dead_letters.collect())
+    assert reasons == ["ts is more than 300 s ahead of the time it was processed (device clock?)"] * 2
