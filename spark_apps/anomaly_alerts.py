@@ -23,7 +23,7 @@ from pikit_spark.common import (
 )
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
-from pikit_spark.sink import TransactionalSink, records_of
+from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
 
 APP = "anomaly_alerts"
 
@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> None:
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
     kafka = kafka_options(args.kafka_properties)
-    sink = TransactionalSink([args.alerts_topic], APP, kafka_python_client(args.kafka_properties))
+    sink = TransactionalSink(
+        [args.alerts_topic], APP, kafka_python_client(args.kafka_properties),
+        adopt_new_checkpoint=args.adopt_new_checkpoint,
+    )  # fmt: skip
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
     readings = deduplicated(
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     def judge(batch: Any, batch_id: int) -> None:
+        sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/readings")
         batch.persist()
         baseline = store.before(batch_id)
         found = alerts(batch, baseline, rules).persist()

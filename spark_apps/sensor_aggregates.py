@@ -25,7 +25,7 @@ from pikit_spark.common import (
 )
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import TransactionalSink, records_of
+from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
 from pyspark.sql import DataFrame
 
 APP = "sensor_aggregates"
@@ -52,10 +52,16 @@ def main(argv: list[str] | None = None) -> None:
     stats = window_stats(deduplicated(parsed.readings, args.watermark), args.window)
     checkpoints = args.checkpoint_dir.rstrip("/")
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    aggregates = TransactionalSink([args.aggregates_topic], f"{APP}-aggregates", client)
-    dead_letters = TransactionalSink([args.dead_letter_topic], f"{APP}-dead-letters", client)
+    adopt = args.adopt_new_checkpoint
+    aggregates = TransactionalSink(
+        [args.aggregates_topic], f"{APP}-aggregates", client, adopt_new_checkpoint=adopt
+    )
+    dead_letters = TransactionalSink(
+        [args.dead_letter_topic], f"{APP}-dead-letters", client, adopt_new_checkpoint=adopt
+    )
 
     def emit_windows(batch: DataFrame, batch_id: int) -> None:
+        aggregates.lineage = aggregates.lineage or checkpoint_query_id(f"{checkpoints}/windows")
         batch.persist()
         try:
             if not batch.isEmpty():
@@ -67,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
             batch.unpersist()
 
     def emit_dead_letters(batch: DataFrame, batch_id: int) -> None:
+        dead_letters.lineage = dead_letters.lineage or checkpoint_query_id(f"{checkpoints}/dead-letters")
         records = dead_letter_records(batch).persist()
         try:
             if not records.isEmpty():

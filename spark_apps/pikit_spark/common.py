@@ -44,6 +44,10 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--watermark", default="2 minutes", help="how late a reading may arrive and still count"
     )
     parser.add_argument(
+        "--adopt-new-checkpoint", action="store_true",
+        help="the checkpoint was deleted on purpose: write from its batch 0 (may repeat output)",
+    )  # fmt: skip
+    parser.add_argument(
         "--max-clock-skew-seconds", type=int, default=300,
         help="a reading stamped further ahead of the processing time is a dead letter",
     )  # fmt: skip
