@@ -47,6 +47,7 @@ molecule: bootstrap ## every molecule scenario
 bench: bootstrap artifacts ## benchmarks (never part of make test); results go in bench/README.md
 	@$(PY) -m bench.agent_drain --readings 200000
 	@$(PY) -m bench.agent_footprint --seconds 60
+	@taskset -c 0 $(PY) -m bench.spool_write --readings 400000 --rounds 5
 
 bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
 	@$(PY) -m bench.pipeline
