@@ -27,6 +27,7 @@ def main() -> None:
         config = work / "agent.toml"
         config.write_text(
             f"""device_id = "footprint"
+require_clock_sync = false
 [kafka]
 bootstrap_servers = ["{broker.address}"]
 [spool]

@@ -11,10 +11,11 @@ micro-batch started.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from pikit_spark.state import VersionedTables
 
 ALERT_SCHEMA_VERSION = 1
 KEY = ["device", "sensor", "metric"]
@@ -115,29 +116,15 @@ def as_kafka_records(found: DataFrame) -> DataFrame:
 
 
 class BaselineStore:
-    """Versioned baseline tables under one directory: <dir>/batch=<id>."""
+    """The baseline, one version per micro-batch (pikit_spark/state.py)."""
 
     SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
 
     def __init__(self, spark: SparkSession, root: str, keep: int = 3) -> None:
-        self.spark, self.root, self.keep = spark, Path(root), keep
-
-    def _versions(self) -> list[int]:
-        if not self.root.exists():
-            return []
-        return sorted(
-            int(p.name.split("=", 1)[1]) for p in self.root.glob("batch=*") if (p / "_SUCCESS").exists()
-        )
+        self.tables = VersionedTables(spark, root, {"baseline": self.SCHEMA}, keep)
 
     def before(self, batch_id: int) -> DataFrame:
-        older = [v for v in self._versions() if v < batch_id]
-        if not older:
-            return self.spark.createDataFrame([], self.SCHEMA)
-        return self.spark.read.parquet(str(self.root / f"batch={older[-1]}"))
+        return self.tables.before(batch_id)["baseline"]
 
     def write(self, batch_id: int, table: DataFrame) -> None:
-        table.coalesce(1).write.mode("overwrite").parquet(str(self.root / f"batch={batch_id}"))
-        for old in [v for v in self._versions() if v < batch_id][: -self.keep]:
-            for path in sorted((self.root / f"batch={old}").rglob("*"), reverse=True):
-                path.unlink() if path.is_file() else path.rmdir()
-            (self.root / f"batch={old}").rmdir()
+        self.tables.write(batch_id, {"baseline": table})

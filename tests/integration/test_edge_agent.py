@@ -37,6 +37,7 @@ def write_config(tmp_path: Path, broker: str, metrics_port: int) -> Path:
     config.write_text(
         f"""
 device_id = "edge-it"
+require_clock_sync = false  # this host's clock may not be NTP-disciplined
 [kafka]
 bootstrap_servers = ["{broker}"]
 topic = "{TOPIC}"
