@@ -70,7 +70,7 @@ class SparkLag:
             ["podman", "volume", "inspect", f"{lab}-shared", "--format", "{{.Mountpoint}}"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
-        self.offsets = Path(mount) / "spark/checkpoints/sensor_aggregates/windows/offsets"
+        self.offsets = Path(mount) / "spark/checkpoints/sensor_aggregates/stream/offsets"
         self.consumer = KafkaConsumer(**client)
 
     def processed(self) -> dict[int, int]:
@@ -177,7 +177,7 @@ def main() -> None:
     watch.stop.set()
 
     print(
-        f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, the lab's watermark, trigger 10 s)\n"
+        f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, per-device slack 10 s, trigger 10 s)\n"
     )
     print(
         "| offered readings/s | sent | consumer lag, median of the step (records) | lag growth (readings/s) "

@@ -128,7 +128,8 @@ def watch(
     started, next_draw = time.monotonic(), 0.0
     print(
         f"\nWatching the aggregates and alerts topics for {seconds:.0f}s (PIKIT_DEMO_WATCH to change), and"
-        " until the first windows are in (a window closes one watermark after it ends)"
+        " until the first windows are in (a device's window closes once that device's readings pass its end"
+        " by the slack, 10 s)"
     )
     try:
         # On a fresh lab the first windows close a few minutes after the agents start.

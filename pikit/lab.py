@@ -113,6 +113,20 @@ def _running_containers(lab: str | None) -> dict[str, str]:
     return dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
 
 
+def _remove_containers(names: list[str], lab: str | None) -> None:
+    """`podman rm -f`, retried: a systemd container that is still stopping makes podman
+    refuse with "container state improper" (seen in CI); a moment later the removal goes through."""
+    for attempt in range(6):
+        result = _podman("rm", "-f", "-t", "2", *names, check=False)
+        left = [name for name in names if name in _running_containers(lab)]
+        if not left:
+            return
+        if attempt == 5:
+            die(f"podman could not remove {', '.join(left)}:\n{result.stderr.decode(errors='replace')}")
+        names = left
+        time.sleep(2)
+
+
 def _wait_for_ssh(node: Node, deadline: float) -> None:
     while time.monotonic() < deadline:
         try:
@@ -141,7 +155,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
             if state is not None and (state == "running" or state.startswith("Up ")):
                 continue
             if state is not None:
-                _podman("rm", "-f", node.name)
+                _remove_containers([node.name], spec.name)
             _podman(
                 "run", "-d",
                 "--name", node.name,
@@ -168,7 +182,7 @@ def down(lab: str | None) -> None:
     with phase(f"remove lab {lab or '(all pikit labs)'}"):
         names = list(_running_containers(lab))
         if names:
-            _podman("rm", "-f", "-t", "2", *names)
+            _remove_containers(names, lab)
         flt = f"label={LABEL}={lab}" if lab else f"label={LABEL}"
         networks = _podman("network", "ls", "--filter", flt, "--format", "{{.Name}}").stdout.decode().split()
         if networks:

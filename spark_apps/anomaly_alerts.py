@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pikit_spark.aggregates import deduplicated
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, as_kafka_records, updated_baseline
+from pikit_spark.anomalies import (
+    BaselineStore,
+    Rules,
+    Threshold,
+    alerts,
+    as_kafka_records,
+    seq_marks,
+    updated_baseline,
+)
 from pikit_spark.common import (
     LOG,
     kafka_options,
@@ -21,6 +28,7 @@ from pikit_spark.common import (
     setup_logging,
     streaming_parser,
 )
+from pikit_spark.device_windows import first_seen
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
@@ -56,21 +64,24 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
-    readings = deduplicated(
-        parse(read_topic(spark, kafka, args.readings_topic, args), args.max_clock_skew_seconds).readings,
-        args.watermark,
-    )
+    # No watermark: every reading is judged whenever it arrives (a device draining its
+    # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
+    readings = parse(
+        read_topic(spark, kafka, args.readings_topic, args), args.max_clock_skew_seconds
+    ).readings
 
     def judge(batch: Any, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/readings")
-        batch.persist()
-        baseline = store.before(batch_id)
-        found = alerts(batch, baseline, rules).persist()
+        state = store.before(batch_id)
+        fresh = first_seen(batch, state["devices"]).persist()
+        found = alerts(fresh, state["baseline"], rules).persist()
         if not found.isEmpty():
             sink.write(batch_id, {args.alerts_topic: records_of(as_kafka_records(found))})
-        store.write(batch_id, updated_baseline(baseline, batch, rules))
+        store.write(
+            batch_id, updated_baseline(state["baseline"], fresh, rules), seq_marks(state["devices"], fresh)
+        )
         found.unpersist()
-        batch.unpersist()
+        fresh.unpersist()
 
     query = (
         readings.writeStream.foreachBatch(judge).option("checkpointLocation", f"{checkpoints}/readings")

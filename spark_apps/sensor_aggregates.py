@@ -1,19 +1,22 @@
 """sensor_aggregates: per-minute statistics of every device's readings, from Kafka to Kafka and Parquet.
 
-Reads the readings topic over mTLS; sends records and readings that break the reading
-contract to the dead-letter topic (original bytes, reason in a header) and keeps going;
-drops readings resent by an agent (same device and seq) within the watermark; emits
-count/min/max/mean/stddev per event-time window x device x sensor x metric to the
-aggregates topic (keyed by device) and to Parquet partitioned by date. A restart resumes
-from the checkpoints without counting a window twice, and both outputs are exactly-once
-(pikit_spark/sink.py, aggregates.write_parquet).
+One query reads the readings topic over mTLS and parses each micro-batch once. Records
+and readings that break the reading contract (or are stamped too far in the future) go to
+the dead-letter topic with their reason. Each device's windows close on the device's own
+event time (pikit_spark/device_windows.py), so a device that drains its spool after an
+outage gets every window exact while the others' windows close on time; resends are
+dropped by the device's `seq` high-water mark; a reading for a window already closed goes
+to the late-data topic with its reason. count/min/max/mean/stddev per window x device x
+sensor x metric go to the aggregates topic (keyed by device) and to Parquet partitioned by
+date. Windows, late readings and dead letters of a micro-batch are one Kafka transaction,
+written once whatever restarts happen (pikit_spark/sink.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-from pikit_spark.aggregates import as_kafka_records, deduplicated, window_stats, write_parquet
+from pikit_spark.aggregates import as_kafka_records, write_parquet
 from pikit_spark.common import (
     LOG,
     kafka_options,
@@ -23,10 +26,14 @@ from pikit_spark.common import (
     setup_logging,
     streaming_parser,
 )
+from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
+from pikit_spark.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
+from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 APP = "sensor_aggregates"
 
@@ -35,79 +42,86 @@ def main(argv: list[str] | None = None) -> None:
     parser = streaming_parser(__doc__.split("\n\n")[0], APP)
     parser.add_argument("--aggregates-topic", default="sensor-aggregates")
     parser.add_argument("--dead-letter-topic", default="sensor-dead-letter")
+    parser.add_argument("--late-topic", default="sensor-late", help="readings of windows already closed")
     parser.add_argument(
         "--output-dir", default="/srv/pikit/shared/output", help="Parquet aggregates go to <dir>/aggregates"
     )
-    parser.add_argument("--window", default="1 minute", help="tumbling event-time window")
+    parser.add_argument("--window-seconds", type=int, default=60, help="tumbling event-time window")
+    parser.add_argument(
+        "--device-slack-seconds", type=int, default=10,
+        help="a device's window closes when the device's own readings are this far past its end",
+    )  # fmt: skip
+    parser.add_argument(
+        "--late-horizon-seconds", type=int, default=24 * 3600,
+        help="how long the windows of a silent device wait for it (processing time)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
 
     spark = session(APP, args.shuffle_partitions)
     log_progress(spark)
-    client = kafka_python_client(args.kafka_properties)
-    parsed = parse(
-        read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args),
-        args.max_clock_skew_seconds,
-    )
-    stats = window_stats(deduplicated(parsed.readings, args.watermark), args.window)
+    timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     checkpoints = args.checkpoint_dir.rstrip("/")
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    adopt = args.adopt_new_checkpoint
-    aggregates = TransactionalSink(
-        [args.aggregates_topic], f"{APP}-aggregates", client, adopt_new_checkpoint=adopt
+    state = VersionedTables(spark, f"{checkpoints}/device-state", STATE_SCHEMAS)
+    topics = [args.aggregates_topic, args.late_topic, args.dead_letter_topic]
+    sink = TransactionalSink(
+        topics,
+        APP,
+        kafka_python_client(args.kafka_properties),
+        adopt_new_checkpoint=args.adopt_new_checkpoint,
     )
-    dead_letters = TransactionalSink(
-        [args.dead_letter_topic], f"{APP}-dead-letters", client, adopt_new_checkpoint=adopt
+    # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike.
+    records = read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args).withColumn(
+        "processed_at", F.current_timestamp()
     )
 
-    def emit_windows(batch: DataFrame, batch_id: int) -> None:
-        aggregates.lineage = aggregates.lineage or checkpoint_query_id(f"{checkpoints}/windows")
+    def process(batch: DataFrame, batch_id: int) -> None:
+        sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
         batch.persist()
         try:
-            if not batch.isEmpty():
-                # Parquet first: a crash before the Kafka commit replays the batch, which
-                # overwrites its own Parquet directory and then writes Kafka.
-                write_parquet(batch, parquet, batch_id)
-                aggregates.write(batch_id, {args.aggregates_topic: records_of(as_kafka_records(batch))})
+            first = batch.select(F.unix_timestamp("processed_at")).first()
+            if first is None:
+                return
+            parsed = parse(batch, args.max_clock_skew_seconds)
+            step = advance(parsed.readings, float(first[0]), state.before(batch_id), timing)
+            closed, late = step.closed.persist(), step.late.persist()
+            # State and Parquet first: a crash before the Kafka commit replays the batch, which
+            # reads the same state version and overwrites what this run wrote.
+            state.write(batch_id, step.state)
+            if not closed.isEmpty():
+                write_parquet(closed, parquet, batch_id)
+            outputs = {
+                args.aggregates_topic: list(records_of(as_kafka_records(closed))),
+                args.late_topic: list(records_of(late_records(late))),
+                args.dead_letter_topic: list(records_of(dead_letter_records(parsed.dead_letters))),
+            }
+            if any(outputs.values()):
+                sink.write(batch_id, outputs)
+                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT)
+            closed.unpersist()
+            late.unpersist()
         finally:
             batch.unpersist()
 
-    def emit_dead_letters(batch: DataFrame, batch_id: int) -> None:
-        dead_letters.lineage = dead_letters.lineage or checkpoint_query_id(f"{checkpoints}/dead-letters")
-        records = dead_letter_records(batch).persist()
-        try:
-            if not records.isEmpty():
-                dead_letters.write(batch_id, {args.dead_letter_topic: records_of(records)})
-        finally:
-            records.unpersist()
-
-    # Two queries, not three: the windows go to Kafka and Parquet from one foreachBatch.
-    windows = (
-        stats.writeStream.foreachBatch(emit_windows)
-        .option("checkpointLocation", f"{checkpoints}/windows")
-        .outputMode("append").trigger(processingTime=args.trigger).queryName(f"{APP}-windows")
-        .start()
-    )  # fmt: skip
-    dead = (
-        parsed.dead_letters.writeStream.foreachBatch(emit_dead_letters)
-        .option("checkpointLocation", f"{checkpoints}/dead-letters")
-        .trigger(processingTime=args.trigger).queryName(f"{APP}-dead-letters")
+    query = (
+        records.writeStream.foreachBatch(process)
+        .option("checkpointLocation", f"{checkpoints}/stream")
+        .trigger(processingTime=args.trigger).queryName(APP)
         .start()
     )  # fmt: skip
     LOG.info(
-        "%s: %s -> %s, %s, dead letters -> %s; window %s, watermark %s",
-        APP, args.readings_topic, args.aggregates_topic, parquet, args.dead_letter_topic,
-        args.window, args.watermark,
+        "%s: %s -> %s, %s, late -> %s, dead letters -> %s; window %ds, device slack %ds, horizon %ds",
+        APP, args.readings_topic, args.aggregates_topic, parquet, args.late_topic, args.dead_letter_topic,
+        timing.window_s, timing.slack_s, timing.horizon_s,
     )  # fmt: skip
     try:
-        spark.streams.awaitAnyTermination()
+        query.awaitTermination()
     finally:
-        aggregates.close()
-        dead_letters.close()
-    for query in (windows, dead):
-        if query.exception() is not None:
-            LOG.error("%s failed: %s", query.name, query.exception())
-            sys.exit(1)
+        sink.close()
+    if query.exception() is not None:
+        LOG.error("%s failed: %s", query.name, query.exception())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,32 @@
-"""What the Spark apps must output, computed in plain Python (no Spark) from what was sent.
+"""What the Spark apps must output, computed in plain Python (no Spark) from the raw topic.
 
-The molecule verifier of the spark role and the end-to-end test both judge the cluster's
-output against this model.
+The molecule verifier of the spark role and the end-to-end fault suite both judge the
+cluster's output against this model. It knows what sensor_aggregates knows:
+
+- a record or reading that breaks the contract, or is stamped more than the clock skew
+  ahead of processing, is a dead letter (the record as sent, once per broken record and
+  once per broken reading of an otherwise valid record);
+- a reading at or below its device's highest `seq` so far is a duplicate (a resend);
+- each device's windows close on the device's own event time: a window is closed once
+  the device's highest `ts` passes its end by the slack, and a reading for a window
+  closed before it arrived is late.
+
+Spark decides per micro-batch and the model per reading, so the two agree when a late
+reading arrives in a later micro-batch than the readings that closed its window: the
+tests make sure of that (they wait for the window's aggregate before sending late ones).
+Readings are taken in the order given, which must be each partition's offset order (a
+device's records all go to one partition).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.contract import ContractError, Reading, decode_envelope, validate_reading
@@ -19,9 +35,48 @@ WindowKey = tuple[str, str, str, int]  # device, sensor, metric, window start (U
 Stats = tuple[int, float, float, float, float]  # count, min, max, mean, population stddev
 
 
-def split_records(values: Iterable[bytes]) -> tuple[list[Reading], list[bytes]]:
-    """Valid readings, and the dead letters' expected values: the record as sent, once per
-    broken record and once per broken reading of an otherwise valid record."""
+@dataclass(frozen=True)
+class Timing:
+    window_s: int = 60
+    slack_s: int = 10
+    max_clock_skew_s: int = 300
+
+    def start(self, ts: float) -> int:
+        return int(ts // self.window_s * self.window_s)
+
+
+@dataclass
+class Outcome:
+    """What sensor_aggregates must have produced from a stream."""
+
+    windows: dict[WindowKey, Stats]  # closed windows: exactly these in the aggregates topic
+    open_windows: set[WindowKey]  # still waiting for their device
+    late: list[Reading]  # in the late-data topic
+    dead: list[bytes]  # in the dead-letter topic
+    readings: int  # valid readings in the raw topic, duplicates included
+    duplicates: int
+    devices: dict[str, list[int]] = field(default_factory=dict)  # device -> its distinct seqs, sorted
+
+    def counts(self) -> str:
+        in_windows = sum(stats[0] for stats in self.windows.values())
+        return (
+            f"{self.readings} valid readings in the raw topic, {self.duplicates} duplicates dropped, "
+            f"{in_windows} in {len(self.windows)} closed windows, {len(self.open_windows)} windows open, "
+            f"{len(self.late)} late, {len(self.dead)} dead letters"
+        )
+
+    def seq_gaps(self, device: str) -> list[tuple[int, int]]:
+        """(after, before) around every missing run of the device's seqs."""
+        seqs = self.devices.get(device, [])
+        return [(a, b) for a, b in itertools.pairwise(seqs) if b != a + 1]
+
+
+def split_records(
+    values: Iterable[bytes], now: float | None = None, max_clock_skew_s: int = 300
+) -> tuple[list[Reading], list[bytes]]:
+    """Valid readings, and the dead letters' expected values. With `now`, a reading stamped
+    more than the skew ahead of it is a dead letter (tests keep such readings unambiguous:
+    far ahead of any processing time)."""
     readings: list[Reading] = []
     dead: list[bytes] = []
     for value in values:
@@ -32,25 +87,52 @@ def split_records(values: Iterable[bytes]) -> tuple[list[Reading], list[bytes]]:
             continue
         for raw in raws:
             try:
-                readings.append(validate_reading(device, raw))
+                reading = validate_reading(device, raw)
             except ContractError:
                 dead.append(value)
+                continue
+            if now is not None and reading.ts > now + max_clock_skew_s:
+                dead.append(value)
+            else:
+                readings.append(reading)
     return readings, dead
 
 
-def expected_windows(readings: Iterable[Reading], window_s: int = 60) -> dict[WindowKey, Stats]:
-    """Windowed statistics of the readings, each (device, seq) counted once."""
-    seen: set[tuple[str, int]] = set()
-    values: dict[WindowKey, list[float]] = defaultdict(list)
+def outcome(values: Iterable[bytes], now: float, timing: Timing = Timing()) -> Outcome:
+    """Replay the raw topic through sensor_aggregates' rules."""
+    readings, dead = split_records(values, now, timing.max_clock_skew_s)
+    high_seq: dict[str, int] = {}
+    high_ts: dict[str, float] = {}
+    values_of: dict[WindowKey, list[float]] = defaultdict(list)
+    late: list[Reading] = []
+    seqs: dict[str, set[int]] = defaultdict(set)
+    duplicates = 0
     for r in readings:
-        if (r.device, r.seq) in seen:
+        if r.seq <= high_seq.get(r.device, -1):
+            duplicates += 1
             continue
-        seen.add((r.device, r.seq))
-        start = int(r.ts // window_s * window_s)
-        values[(r.device, r.sensor, r.metric, start)].append(r.value)
-    return {
-        key: (len(v), min(v), max(v), statistics.fmean(v), statistics.pstdev(v)) for key, v in values.items()
-    }
+        seqs[r.device].add(r.seq)
+        high_seq[r.device] = r.seq
+        start = timing.start(r.ts)
+        if r.device in high_ts and start + timing.window_s <= _closed_through(high_ts[r.device], timing):
+            late.append(r)
+        else:
+            values_of[(r.device, r.sensor, r.metric, start)].append(r.value)
+        high_ts[r.device] = max(high_ts.get(r.device, r.ts), r.ts)
+    windows: dict[WindowKey, Stats] = {}
+    open_windows: set[WindowKey] = set()
+    for key, v in values_of.items():
+        if key[3] + timing.window_s <= _closed_through(high_ts[key[0]], timing):
+            windows[key] = (len(v), min(v), max(v), statistics.fmean(v), statistics.pstdev(v))
+        else:
+            open_windows.add(key)
+    return Outcome(
+        windows, open_windows, late, dead, len(readings), duplicates, {d: sorted(s) for d, s in seqs.items()}
+    )
+
+
+def _closed_through(high_ts: float, timing: Timing) -> int:
+    return timing.start(high_ts - timing.slack_s)
 
 
 def aggregate_of(value: bytes) -> tuple[WindowKey, Stats]:
@@ -66,8 +148,13 @@ def same_stats(a: Stats, b: Stats) -> bool:
     )
 
 
-def compare(expected: dict[WindowKey, Stats], aggregate_values: Iterable[bytes]) -> list[str]:
-    """Every difference between the model and the aggregates topic; empty when they agree."""
+def compare(
+    expected: dict[WindowKey, Stats], aggregate_values: Iterable[bytes], complete: bool = True
+) -> list[str]:
+    """Every difference between the model and the aggregates topic; empty when they agree.
+
+    With `complete=False` the topic may also hold windows the model does not know yet (read
+    from a stream that went on after the raw topic was read), each still emitted once."""
     problems: list[str] = []
     got: dict[WindowKey, list[Stats]] = defaultdict(list)
     for value in aggregate_values:
@@ -82,5 +169,21 @@ def compare(expected: dict[WindowKey, Stats], aggregate_values: Iterable[bytes])
         elif not same_stats(have[0], want):
             problems.append(f"window {key}: got {have[0]}, expected {want}")
     for key in sorted(set(got) - set(expected)):
-        problems.append(f"unexpected window {key}: {got[key]}")
+        if complete or len(got[key]) > 1:
+            problems.append(f"unexpected window {key}: {got[key]}")
     return problems
+
+
+def late_of(value: bytes) -> tuple[str, int]:
+    """(device, seq) of a late-data record (one reading each)."""
+    doc = json.loads(value)
+    (reading,) = doc["readings"]
+    return doc["device"], int(reading["seq"])
+
+
+def compare_late(expected: list[Reading], late_values: Iterable[bytes]) -> list[str]:
+    want = sorted((r.device, r.seq) for r in expected)
+    have = sorted(late_of(v) for v in late_values)
+    if want == have:
+        return []
+    return [f"late readings: expected {len(want)} {want[:10]}..., got {len(have)} {have[:10]}..."]

@@ -27,6 +27,7 @@ from kafka.errors import KafkaTimeoutError
 
 from edge_agent.config import Config
 from edge_agent.contract import SCHEMA_VERSION
+from edge_agent.failpoints import BEFORE_SPOOL_COMMIT, crash_if_armed
 from edge_agent.metrics import Metrics
 from edge_agent.spool import Record, Spool
 
@@ -134,6 +135,7 @@ class Sender:
                 if not self._acknowledged(futures, stop, drain_deadline):
                     continue  # stopping: unacknowledged rounds stay in the spool for the next start
                 in_flight.popleft()
+                crash_if_armed(self.config.spool.directory, BEFORE_SPOOL_COMMIT)
                 self.spool.commit(last)
                 self.metrics.sent += count
                 self.metrics.last_success = time.time()

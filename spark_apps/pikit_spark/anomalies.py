@@ -115,16 +115,25 @@ def as_kafka_records(found: DataFrame) -> DataFrame:
     )
 
 
+def seq_marks(devices: DataFrame, fresh: DataFrame) -> DataFrame:
+    """Each device's highest `seq` after this batch (resends at or below it are dropped)."""
+    seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"))
+    return devices.join(seen, "device", "full_outer").select(
+        "device", F.greatest("high_seq", "bseq").alias("high_seq")
+    )
+
+
 class BaselineStore:
-    """The baseline, one version per micro-batch (pikit_spark/state.py)."""
+    """The baseline and each device's seq mark, one version per micro-batch (pikit_spark/state.py)."""
 
     SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
+    DEVICES = "device string, high_seq long"
 
     def __init__(self, spark: SparkSession, root: str, keep: int = 3) -> None:
-        self.tables = VersionedTables(spark, root, {"baseline": self.SCHEMA}, keep)
+        self.tables = VersionedTables(spark, root, {"baseline": self.SCHEMA, "devices": self.DEVICES}, keep)
 
-    def before(self, batch_id: int) -> DataFrame:
-        return self.tables.before(batch_id)["baseline"]
+    def before(self, batch_id: int) -> dict[str, DataFrame]:
+        return self.tables.before(batch_id)
 
-    def write(self, batch_id: int, table: DataFrame) -> None:
-        self.tables.write(batch_id, {"baseline": table})
+    def write(self, batch_id: int, baseline: DataFrame, devices: DataFrame) -> None:
+        self.tables.write(batch_id, {"baseline": baseline, "devices": devices})

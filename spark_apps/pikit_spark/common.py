@@ -41,9 +41,6 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage"
     )
     parser.add_argument(
-        "--watermark", default="2 minutes", help="how late a reading may arrive and still count"
-    )
-    parser.add_argument(
         "--adopt-new-checkpoint", action="store_true",
         help="the checkpoint was deleted on purpose: write from its batch 0 (may repeat output)",
     )  # fmt: skip

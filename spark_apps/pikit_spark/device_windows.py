@@ -63,11 +63,11 @@ def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame
     w = timing.window_s
     horizon_end = int((processed_at - timing.horizon_s) // w * w)  # windows ending by then close
     devices = state["devices"]
-    judged = readings.dropDuplicates(["device", "seq"]).join(
-        devices.select("device", "high_seq", F.col("closed_through").alias("was_closed")), "device", "left"
+    fresh = (
+        first_seen(readings, devices)
+        .join(devices.select("device", F.col("closed_through").alias("was_closed")), "device", "left")
+        .withColumn("window_start", timing.floor(F.col("ts")))
     )
-    resend = F.coalesce(F.col("seq") <= F.col("high_seq"), F.lit(False))
-    fresh = judged.where(~resend).withColumn("window_start", timing.floor(F.col("ts")))
     window_end = F.col("window_start") + w
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
     reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(window_end <= horizon_end, F.lit(LATE_HORIZON))
@@ -112,6 +112,18 @@ def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame
         late=late,
         state={"windows": still_open, "devices": devices_after},
     )
+
+
+def first_seen(readings: DataFrame, devices: DataFrame) -> DataFrame:
+    """The readings not seen before: one per (device, seq), above the device's high `seq`.
+
+    A device's readings arrive in `seq` order (one partition per device, an idempotent
+    producer), so a reading at or below the mark is a resend after an agent crash.
+    """
+    marks = devices.select("device", "high_seq")
+    unique = readings.dropDuplicates(["device", "seq"])
+    above = F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq"))
+    return unique.join(marks, "device", "left").where(above).drop("high_seq")
 
 
 def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:

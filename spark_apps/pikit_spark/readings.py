@@ -89,9 +89,11 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     micro-batch's timestamp, which Spark keeps in its offset log, so a replay decides alike.
     """
     text = F.col("value").cast("string")
+    # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
+    now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
     env = records.select(
         "key", "value", "topic", "partition", "offset", F.from_json(text, _ENVELOPE).alias("env"),
-        F.get_json_object(text, "$.readings").alias("readings_raw"),
+        F.get_json_object(text, "$.readings").alias("readings_raw"), F.unix_timestamp(now).alias("now_s"),
     )  # fmt: skip
     record_reason = _first_failure(
         [
@@ -112,7 +114,7 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     )  # fmt: skip
 
     exploded = judged.where(F.col("record_reason").isNull()).select(
-        "key", "value", "topic", "partition", "offset", F.col("env.device").alias("device"),
+        "key", "value", "topic", "partition", "offset", "now_s", F.col("env.device").alias("device"),
         F.posexplode("env.readings").alias("index", "raw"),
     )  # fmt: skip
     raw = F.col("raw")
@@ -140,7 +142,7 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
             f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}",
         ),
         (
-            reading["ts"] <= F.unix_timestamp(F.current_timestamp()) + max_clock_skew_s,
+            reading["ts"] <= F.col("now_s") + max_clock_skew_s,
             f"ts is more than {max_clock_skew_s} s ahead of the time it was processed (device clock?)",
         ),
     ]

@@ -7,7 +7,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, updated_baseline
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, seq_marks, updated_baseline
+from pikit_spark.device_windows import first_seen
 from pikit_spark.rollup import daily
 from pyspark.sql import DataFrame, SparkSession
 
@@ -36,21 +37,31 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     store = BaselineStore(spark, str(tmp_path / "baseline"))
     first = [20.0 + (i % 5) * 0.1 for i in range(40)]
     second = [20.0 + (i % 3) * 0.2 for i in range(25)]
-    for batch_id, values in enumerate([first, second]):
-        frame = _readings(spark, values, start_seq=batch_id * 100)
-        assert alerts(frame, store.before(batch_id), rules).count() == 0
-        store.write(batch_id, updated_baseline(store.before(batch_id), frame, rules))
-    # A replayed batch 1 starts again from batch 0's baseline: nothing counted twice.
-    store.write(1, updated_baseline(store.before(1), _readings(spark, second, 100), rules))
 
-    (row,) = store.before(2).collect()
+    def run(batch_id: int, frame: DataFrame) -> DataFrame:
+        state = store.before(batch_id)
+        fresh = first_seen(frame, state["devices"])
+        found = alerts(fresh, state["baseline"], rules)
+        store.write(
+            batch_id, updated_baseline(state["baseline"], fresh, rules), seq_marks(state["devices"], fresh)
+        )
+        return found
+
+    for batch_id, values in enumerate([first, second]):
+        assert run(batch_id, _readings(spark, values, start_seq=batch_id * 100)).count() == 0
+    # A replayed batch 1 starts again from batch 0's baseline: nothing counted twice.
+    run(1, _readings(spark, second, 100))
+    # An agent resent batch 0's readings after a crash: below the seq mark, not counted again.
+    run(2, _readings(spark, first, 0))
+
+    (row,) = store.before(3)["baseline"].collect()
     everything = first + second
     assert row["n"] == len(everything)
     assert math.isclose(row["mean"], statistics.fmean(everything), rel_tol=1e-12)
     assert math.isclose(row["m2"] / row["n"], statistics.pvariance(everything), rel_tol=1e-9)
 
     suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
-    found = {r["seq"]: r["reason"] for r in alerts(suspicious, store.before(2), rules).collect()}
+    found = {r["seq"]: r["reason"] for r in alerts(suspicious, store.before(3)["baseline"], rules).collect()}
     assert set(found) == {501, 502}
     assert "standard deviations" in found[501]
     assert found[502] == "above 30"

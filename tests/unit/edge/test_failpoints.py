@@ -1,0 +1,29 @@
+"""An armed failpoint kills the agent with SIGKILL, once; unarmed it does nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from edge_agent.failpoints import BEFORE_SPOOL_COMMIT
+
+from tests.conftest import REPO
+
+CALL = "import sys; from edge_agent.failpoints import crash_if_armed as c; c(sys.argv[1], sys.argv[2])"
+
+
+def test_an_armed_failpoint_kills_once(tmp_path: Path) -> None:
+    def run() -> int:
+        argv = [sys.executable, "-c", CALL, str(tmp_path), BEFORE_SPOOL_COMMIT]
+        env = {**os.environ, "PYTHONPATH": str(REPO / "edge_agent")}
+        return subprocess.run(argv, cwd=tmp_path, env=env, check=False).returncode
+
+    assert run() == 0, "unarmed: nothing happens"
+    (tmp_path / "failpoints").mkdir()
+    (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).touch()
+    assert run() == -signal.SIGKILL
+    assert not (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).exists()
+    assert run() == 0, "it fired once"

@@ -1,0 +1,45 @@
+"""An armed failpoint kills the driver's whole process group with SIGKILL, once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from pikit_spark.failpoints import AFTER_KAFKA_COMMIT
+
+from tests.conftest import REPO
+
+# A stand-in driver: a child (the JVM's place) and the caller share a process group.
+DRIVER = textwrap.dedent("""
+    import subprocess, sys
+    sys.path.insert(0, sys.argv[3])
+    from pikit_spark.failpoints import crash_if_armed
+    child = subprocess.Popen(["sleep", "60"])
+    print(child.pid, flush=True)
+    crash_if_armed(sys.argv[1], sys.argv[2])
+    child.kill()
+""")
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    # A session of its own: the failpoint kills the whole process group.
+    return subprocess.run(
+        argv, capture_output=True, text=True, start_new_session=True, timeout=60, check=False
+    )
+
+
+def test_an_armed_failpoint_kills_the_process_group_once(tmp_path: Path) -> None:
+    flag = tmp_path / "failpoints" / AFTER_KAFKA_COMMIT
+    flag.parent.mkdir()
+    flag.touch()
+    argv = [sys.executable, "-c", DRIVER, str(tmp_path), AFTER_KAFKA_COMMIT, str(REPO / "spark_apps")]
+    proc = run(argv)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    child = int(proc.stdout.split()[0])
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert not flag.exists()
+    proc = run(argv)
+    assert proc.returncode == 0, "it fired once"
