@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule bench bench-pipeline
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule e2e bench bench-pipeline
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ integration: bootstrap artifacts ## integration tests only (real Kafka from the 
 molecule: bootstrap ## every molecule scenario
 	@for s in roles/*/molecule/*/molecule.yml; do r=$${s#roles/}; r=$${r%%/*}; n=$$(basename $$(dirname $$s)); \
 	  (cd roles/$$r && molecule test -s $$n) || exit 1; done
+
+e2e: bootstrap artifacts ## the end-to-end fault suite on its own lab (about 20 minutes)
+	@$(PY) -m pytest -q -s tests/e2e
 
 bench: bootstrap artifacts ## benchmarks (never part of make test); results go in bench/README.md
 	@$(PY) -m bench.agent_drain --readings 200000

@@ -96,7 +96,7 @@ def session(app: str, shuffle_partitions: int) -> SparkSession:
         SparkSession.builder.appName(app)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
-        # State of the watermarked operators in RocksDB: off the JVM heap, which is small on a Pi.
+        # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
         .config(
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

@@ -18,9 +18,9 @@ class _ProgressLog(StreamingQueryListener):
         p = event.progress
         if p.numInputRows or p.batchId % 30 == 0:
             LOG.info(
-                "query %s batch %d: %d rows in, %.1f rows/s, watermark %s",
+                "query %s batch %d: %d rows in, %.1f rows/s, %d ms",
                 p.name, p.batchId, p.numInputRows, p.processedRowsPerSecond or 0.0,
-                (p.eventTime or {}).get("watermark", "-"),
+                (p.durationMs or {}).get("triggerExecution", 0),
             )  # fmt: skip
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802

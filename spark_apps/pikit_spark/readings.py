@@ -84,8 +84,8 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
 
     A reading stamped more than `max_clock_skew_s` ahead of the time Spark processes it (a
-    device with a wrong clock) is a dead letter: accepted, it would move the event-time
-    watermark of every device into the future. In a stream, the processing time is the
+    device with a wrong clock) is a dead letter: accepted, it would close the device's
+    windows ahead of time. In a stream, the processing time is the
     micro-batch's timestamp, which Spark keeps in its offset log, so a replay decides alike.
     """
     text = F.col("value").cast("string")

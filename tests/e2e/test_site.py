@@ -23,6 +23,7 @@ topics included. A second site.yml run must then report changed=0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -151,6 +152,11 @@ def app_ids() -> list[str]:
         return [a["id"] for a in json.load(response).get("activeapps", []) if a["name"] == APP]
 
 
+def one_app() -> list[str] | None:
+    ids = app_ids()
+    return ids if len(ids) == 1 else None
+
+
 def arm(node: str, directory: str, owner: str, name: str) -> None:
     # The service user must be able to remove the file.
     flags = f"{directory}/failpoints"
@@ -162,13 +168,18 @@ def armed(node: str, directory: str, name: str) -> bool:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300.0, every: float = 5.0) -> Any:
+    """Poll until `check` is truthy; errors count as "not yet" (brokers and apps restart)."""
     deadline = time.monotonic() + timeout
+    last: Exception | None = None
     while time.monotonic() < deadline:
-        result = check()
+        try:
+            result = check()
+        except Exception as exc:
+            last, result = exc, None
         if result:
             return result
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last!r})")
 
 
 # --- the judge ---------------------------------------------------------------------------
@@ -182,9 +193,8 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
         found = compare(model.windows, site.values("sensor-aggregates"), complete=complete)
         return found + [f"{d}: seq gap {gap}" for d in EDGES for gap in model.seq_gaps(d)]
 
-    deadline = time.monotonic() + 300
-    while problems() and time.monotonic() < deadline:
-        time.sleep(5)
+    with contextlib.suppress(AssertionError):  # reported below, with every difference
+        wait_for(f"{scenario}: the aggregates of the model", lambda: not problems(), timeout=300)
     found = problems()
     taken = (
         {d: int(agent_metric(d, "edge_agent_readings_taken_total")) for d in EDGES} if not complete else {}
@@ -287,7 +297,7 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     cut = time.time()
     try:
         # (c) while the other device sends: the driver dies after the next Kafka commit.
-        (driver,) = app_ids()
+        (driver,) = wait_for("the app to run (it may be restarting after the outage)", one_app, 240)
         arm(MASTER, CHECKPOINT, "spark", "after-kafka-commit")
         wait_for("the driver to come back under a new id", lambda: app_ids() and app_ids() != [driver], 240)
         assert not armed(MASTER, CHECKPOINT, "after-kafka-commit"), "the driver's failpoint did not fire"

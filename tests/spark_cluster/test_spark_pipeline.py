@@ -136,7 +136,7 @@ def test_aggregates_are_exact_across_a_driver_crash() -> None:
 
     # The driver dies right after the next batch's Kafka commit, before Spark's checkpoint
     # commit (a failpoint, so not by luck); systemd brings it back, it replays that batch.
-    (before,) = app_ids()
+    (before,) = wait_for("the app to run", lambda: app_ids() if len(app_ids()) == 1 else None)
     arm_failpoint("after-kafka-commit")
     for name, records in second.items():
         send(records + records[:2], name)
