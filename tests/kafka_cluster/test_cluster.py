@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, TopicAuthorizationFailedError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
 
 from pikit.testcerts import certificate, new_key, pem
 from tests.conftest import REPO
@@ -123,8 +123,15 @@ class AckedProducer:
             self.failed += 1
 
     def close(self) -> None:
-        self.producer.flush(timeout=120)
-        self.producer.close()
+        """Wait for the outcome of every send; what has none after 2 minutes counts as not
+        acknowledged (kafka-python can keep retrying a stale leader after a SIGKILL): the
+        property under test is that no *acknowledged* record is lost."""
+        try:
+            self.producer.flush(timeout=120)
+        except KafkaTimeoutError:
+            pending = self.sent - len(self.acked) - self.failed
+            print(f"producer: {pending} sends without an outcome after 120s")
+        self.producer.close(timeout=5)
 
 
 def assert_every_ack_once_in_order(
@@ -221,6 +228,14 @@ def _leader_of_partition_0(topic: str) -> str:
     return next(name for name, ip, _ in NODES if ip == brokers[leader_id])
 
 
+# The broker fault tests take minutes; they run in the dedicated scenario. Combined mode's
+# faults (every broker killed -9, the whole pipeline judged) are in the e2e fault suite.
+faults = pytest.mark.skipif(
+    os.environ.get("KAFKA_TEST_FAULTS") != "1", reason="broker faults run in the dedicated scenario"
+)
+
+
+@faults
 def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
     topic = "verify-sigkill"
     new_topic(topic)
@@ -293,6 +308,7 @@ def _active_since(node: str) -> float:
     return int(stamp.strip()) / 1e6
 
 
+@faults
 def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     topic = "verify-rolling"
     new_topic(topic)
