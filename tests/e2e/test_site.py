@@ -51,7 +51,7 @@ MASTER = "e2e-pi-4"
 EDGES = ["e2e-edge-1", "e2e-edge-2"]
 APP = "sensor_aggregates"
 CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
-SPOOL = "/var/lib/edge-agent/spool"
+SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 180
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
 # Two site.yml runs and the scenarios: about 20 minutes on a 2-core machine.
