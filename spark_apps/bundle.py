@@ -13,11 +13,12 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The reading contract is the agent's own module, shipped as is.
+# The reading contract and the failpoints are the agent's own modules, shipped as they are.
 SOURCES = [
     (HERE / "pikit_spark", "pikit_spark"),
     (HERE.parent / "edge_agent/edge_agent/__init__.py", "edge_agent/__init__.py"),
     (HERE.parent / "edge_agent/edge_agent/contract.py", "edge_agent/contract.py"),
+    (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),
 ]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 
+from edge_agent.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
 from pikit_spark.aggregates import as_kafka_records, write_parquet
 from pikit_spark.common import (
     LOG,
@@ -27,7 +28,6 @@ from pikit_spark.common import (
     streaming_parser,
 )
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
-from pikit_spark.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             }
             if any(outputs.values()):
                 sink.write(batch_id, outputs)
-                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT)
+                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             closed.unpersist()
             late.unpersist()
         finally:

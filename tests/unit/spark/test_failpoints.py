@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pikit_spark.failpoints import AFTER_KAFKA_COMMIT
+from edge_agent.failpoints import AFTER_KAFKA_COMMIT
 
 from tests.conftest import REPO
 
@@ -16,10 +16,10 @@ from tests.conftest import REPO
 DRIVER = textwrap.dedent("""
     import subprocess, sys
     sys.path.insert(0, sys.argv[3])
-    from pikit_spark.failpoints import crash_if_armed
+    from edge_agent.failpoints import crash_if_armed
     child = subprocess.Popen(["sleep", "60"])
     print(child.pid, flush=True)
-    crash_if_armed(sys.argv[1], sys.argv[2])
+    crash_if_armed(sys.argv[1], sys.argv[2], process_group=True)
     child.kill()
 """)
 
@@ -35,7 +35,7 @@ def test_an_armed_failpoint_kills_the_process_group_once(tmp_path: Path) -> None
     flag = tmp_path / "failpoints" / AFTER_KAFKA_COMMIT
     flag.parent.mkdir()
     flag.touch()
-    argv = [sys.executable, "-c", DRIVER, str(tmp_path), AFTER_KAFKA_COMMIT, str(REPO / "spark_apps")]
+    argv = [sys.executable, "-c", DRIVER, str(tmp_path), AFTER_KAFKA_COMMIT, str(REPO / "edge_agent")]
     proc = run(argv)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     child = int(proc.stdout.split()[0])
