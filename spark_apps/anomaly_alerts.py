@@ -16,7 +16,6 @@ from pikit_spark.anomalies import (
     Threshold,
     alerts,
     as_kafka_records,
-    seq_marks,
     updated_baseline,
 )
 from pikit_spark.common import (
@@ -28,7 +27,7 @@ from pikit_spark.common import (
     setup_logging,
     streaming_parser,
 )
-from pikit_spark.device_windows import first_seen
+from pikit_spark.device_windows import first_seen, seq_marks
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of

@@ -115,14 +115,6 @@ def as_kafka_records(found: DataFrame) -> DataFrame:
     )
 
 
-def seq_marks(devices: DataFrame, fresh: DataFrame) -> DataFrame:
-    """Each device's highest `seq` after this batch (resends at or below it are dropped)."""
-    seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"))
-    return devices.join(seen, "device", "full_outer").select(
-        "device", F.greatest("high_seq", "bseq").alias("high_seq")
-    )
-
-
 class BaselineStore:
     """The baseline and each device's seq mark, one version per micro-batch (pikit_spark/state.py)."""
 

@@ -126,6 +126,14 @@ def first_seen(readings: DataFrame, devices: DataFrame) -> DataFrame:
     return unique.join(marks, "device", "left").where(above).drop("high_seq")
 
 
+def seq_marks(devices: DataFrame, fresh: DataFrame) -> DataFrame:
+    """Each device's highest `seq` after this batch (resends at or below it are dropped)."""
+    seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"))
+    return devices.join(seen, "device", "full_outer").select(
+        "device", F.greatest("high_seq", "bseq").alias("high_seq")
+    )
+
+
 def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:
     """Chan et al.'s merge of the open windows with this batch's count/mean/M2/min/max."""
     both = windows.join(batch, WINDOW_KEY, "full_outer")

@@ -7,8 +7,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, seq_marks, updated_baseline
-from pikit_spark.device_windows import first_seen
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, updated_baseline
+from pikit_spark.device_windows import first_seen, seq_marks
 from pikit_spark.rollup import daily
 from pyspark.sql import DataFrame, SparkSession
 
