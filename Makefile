@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test lint unit integration molecule e2e bench bench-pipeline
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,8 +28,11 @@ lab-status: ## list the lab containers on this machine
 demo: bootstrap ## the main job on the local lab: cluster up, provisioned by playbooks/site.yml
 	@$(PY) -m pikit.pipeline demo
 
-test: bootstrap ## everything CI runs: lint, unit, integration, molecule
+test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit.pipeline test
+
+test-ops: bootstrap artifacts ## the heavier molecule scenarios make test leaves out (about 15 minutes)
+	@$(PY) -m pikit.pipeline test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
 	@$(PY) -m pikit.pipeline lint

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 import urllib.request
@@ -281,6 +282,14 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
     up = time.time()
     print(f"\n[a] brokers down {up - down:.0f}s; spool depth half-way {spooled}")
     assert all(depth > 100 for depth in spooled.values()), "the agents kept sampling into their spools"
+    at_start = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
+    listening = wait_for(
+        "the brokers' port", lambda: all(map(accepts, (11, 12, 13))) and time.time(), every=0.5
+    )
+    drained = reconnects(at_start)
+    lag = {d: round(t - listening, 1) for d, t in drained.items()}
+    print(f"[a] all brokers listening {listening - up:.1f}s after their start; agents draining after {lag}s")
+    assert max(lag.values()) < 30, "an agent reconnects within seconds of the brokers' return"
     wait_for("readings taken after the outage", lambda: after(site, up), 300)
     model = judge(site, "a: all brokers down 3 minutes")
     outage = [r for r in raw_readings(site) if down <= r.ts <= up and r.device in EDGES]
@@ -342,6 +351,26 @@ def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+def accepts(host: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((f"{SUBNET_TO}{host}", 9092), timeout=1):
+        return True
+    return False
+
+
+def reconnects(depth: dict[str, float]) -> dict[str, float]:
+    """When each agent's spool depth first fell below `depth`: its first round acknowledged."""
+    seen: dict[str, float] = {}
+    deadline = time.time() + 300
+    while len(seen) < len(EDGES) and time.time() < deadline:
+        for device in set(EDGES) - set(seen):
+            with contextlib.suppress(Exception):  # the metrics port may answer slowly under load
+                if agent_metric(device, "edge_agent_spool_depth") < depth[device]:
+                    seen[device] = time.time()
+        time.sleep(0.5)
+    assert len(seen) == len(EDGES), f"agents never drained: {set(EDGES) - set(seen)}"
+    return seen
 
 
 def recap(out: str) -> dict[str, int]:

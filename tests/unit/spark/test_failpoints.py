@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT
@@ -31,6 +32,23 @@ def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def gone(pid: int) -> bool:
+    try:
+        return "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    # SIGKILL is delivered at once but acted on when the process is next scheduled.
+    deadline = time.monotonic() + timeout
+    while not gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_an_armed_failpoint_kills_the_process_group_once(tmp_path: Path) -> None:
     flag = tmp_path / "failpoints" / AFTER_KAFKA_COMMIT
     flag.parent.mkdir()
@@ -39,7 +57,7 @@ def test_an_armed_failpoint_kills_the_process_group_once(tmp_path: Path) -> None
     proc = run(argv)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     child = int(proc.stdout.split()[0])
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert wait_gone(child), "the child in the process group was killed too"
     assert not flag.exists()
     proc = run(argv)
     assert proc.returncode == 0, "it fired once"
