@@ -13,39 +13,21 @@ medians. The process is pinned to one core (taskset), like the agent on a busy P
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from bench.history import module_at
 from pikit.localkafka import REPO
 
 BEFORE = "bbcbc8a"  # main before issue 10's spool rework
 PAYLOAD = (
     b'{"seq":123456,"sensor":"bme280","metric":"temperature","value":21.37,"unit":"C","ts":1795323249.95}'
 )
-
-
-def spool_before(work: Path) -> ModuleType:
-    """edge_agent/spool.py as of BEFORE, loaded as its own module."""
-    source = subprocess.run(
-        ["git", "show", f"{BEFORE}:edge_agent/edge_agent/spool.py"],
-        cwd=REPO, capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    path = work / "spool_before.py"
-    path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("spool_before", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["spool_before"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def time_appends(spool_class: Any, directory: Path, fsync: str, n: int) -> float:
@@ -69,7 +51,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=REPO) as tmp:  # the repo's disk, not a tmpfs
         work = Path(tmp)
-        contenders = {"before": spool_before(work).Spool, "now": Spool}
+        before = module_at(BEFORE, "edge_agent/edge_agent/spool.py", "spool_before", work)
+        contenders = {"before": before.Spool, "now": Spool}
         print(f"{args.readings} appends x {args.rounds} rounds per contender, pinned to CPU "
               f"{sorted(os.sched_getaffinity(0))}, disk of {REPO}")  # fmt: skip
         print(f"{'fsync':<9} {'contender':<7} {'median us':>10} {'min':>8} {'max':>8}")

@@ -78,12 +78,12 @@ def main(argv: list[str] | None = None) -> None:
 
     def process(batch: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
-        batch.persist()
+        # One parse per micro-batch: windows, state, late readings and dead letters all read it.
+        parsed = parse(batch, args.max_clock_skew_seconds).persist()
         try:
             first = batch.select(F.unix_timestamp("processed_at")).first()
             if first is None:
                 return
-            parsed = parse(batch, args.max_clock_skew_seconds)
             step = advance(parsed.readings, float(first[0]), state.before(batch_id), timing)
             closed, late = step.closed.persist(), step.late.persist()
             # State and Parquet first: a crash before the Kafka commit replays the batch, which
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
             closed.unpersist()
             late.unpersist()
         finally:
-            batch.unpersist()
+            parsed.unpersist()
 
     query = (
         records.writeStream.foreachBatch(process)

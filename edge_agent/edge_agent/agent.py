@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import signal
 import threading
 import time
@@ -57,6 +58,10 @@ class Agent:
             return
         now = time.time()
         for metric, value, unit in measurements:
+            if not math.isfinite(value):  # not a JSON number: consumers would reject the record
+                self.metrics.sensor_errors[sensor.name] += 1
+                log.warning("sensor %s gave %s %r; not taken", sensor.name, metric, value)
+                continue
             self.metrics.taken += 1
             reading = Reading(self.config.device_id, self.next_seq, sensor.name, metric, value, unit, now)
             payload = json.dumps(reading.body(), separators=(",", ":")).encode()

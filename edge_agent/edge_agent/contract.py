@@ -29,8 +29,38 @@ UNIT_MAX_LEN = 16
 TS_MIN, TS_MAX = 946684800, 4102444800  # 2000-01-01 and 2100-01-01, UTC
 
 
+SEQ_MAX = 2**63 - 1  # a consumer keeps seq in a 64-bit integer
+
+# Why a record or a reading breaks the contract. These texts are stable: the agent, the
+# Spark apps' dead letters and the tests all use them, and the detail (the offending
+# value) comes after them.
+NOT_JSON = "not JSON"
+NOT_AN_OBJECT = "record is not a JSON object"
+UNKNOWN_SCHEMA = f"unknown schema (this reader knows {SCHEMA_VERSION})"
+BAD_DEVICE = "device must be a short name"
+NO_READINGS = "readings must be a non-empty list"
+READING_NOT_AN_OBJECT = "reading is not an object"
+BAD_SEQ = "seq must be a non-negative integer"
+BAD_UNIT = "unit must be a short string"
+BAD_VALUE = "value must be a finite number"
+BAD_TS = f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}"
+
+
+def lacks(field: str) -> str:
+    return f"reading lacks {field}"
+
+
+def bad_name(field: str) -> str:
+    return f"{field} must be a short name"
+
+
 class ContractError(ValueError):
-    """A record or reading that does not follow the contract; the message says why."""
+    """A record or reading that does not follow the contract: `reason` is one of the stable
+    texts above; the message adds the detail."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -51,23 +81,33 @@ class Reading:
 
 def validate_reading(device: str, raw: Any) -> Reading:
     if not isinstance(raw, dict):
-        raise ContractError(f"reading is {type(raw).__name__}, not an object")
+        raise ContractError(READING_NOT_AN_OBJECT, type(raw).__name__)
     missing = [f for f in READING_FIELDS if f not in raw]
     if missing:
-        raise ContractError(f"reading lacks {', '.join(missing)}")
+        raise ContractError(lacks(missing[0]), ", ".join(missing))
     seq, value, ts = raw["seq"], raw["value"], raw["ts"]
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise ContractError(f"seq must be a non-negative integer, got {seq!r}")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= SEQ_MAX:
+        raise ContractError(BAD_SEQ, repr(seq))
     for name in ("sensor", "metric"):
         if not isinstance(raw[name], str) or not _NAME.match(raw[name]):
-            raise ContractError(f"{name} must be a short name, got {raw[name]!r}")
+            raise ContractError(bad_name(name), repr(raw[name]))
     if not isinstance(raw["unit"], str) or len(raw["unit"]) > UNIT_MAX_LEN:
-        raise ContractError(f"unit must be a short string, got {raw['unit']!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ContractError(f"value must be a finite number, got {value!r}")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not TS_MIN <= ts <= TS_MAX:
-        raise ContractError(f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}, got {ts!r}")
+        raise ContractError(BAD_UNIT, repr(raw["unit"]))
+    if not _is_number(value) or not math.isfinite(value):
+        raise ContractError(BAD_VALUE, repr(value))
+    if not _is_number(ts) or not TS_MIN <= ts <= TS_MAX:
+        raise ContractError(BAD_TS, repr(ts))
     return Reading(device, seq, raw["sensor"], raw["metric"], float(value), raw["unit"], float(ts))
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        float(value)  # an integer beyond a double's range is not a reading's number
+    except OverflowError:
+        return False
+    return True
 
 
 def encode_batch(device: str, readings: list[Reading]) -> bytes:
@@ -80,20 +120,25 @@ def encode_batch(device: str, readings: list[Reading]) -> bytes:
 def decode_envelope(value: bytes) -> tuple[str, list[Any]]:
     """A record's device and its readings, not yet validated one by one."""
     try:
-        doc = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ContractError(f"not JSON: {exc}") from None
+        doc = json.loads(value, parse_constant=_not_json)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise ContractError(NOT_JSON, str(exc)) from None
     if not isinstance(doc, dict):
-        raise ContractError("record is not a JSON object")
+        raise ContractError(NOT_AN_OBJECT, type(doc).__name__)
     if type(doc.get("schema")) is not int or doc["schema"] != SCHEMA_VERSION:
-        raise ContractError(f"unknown schema {doc.get('schema')!r} (this reader knows {SCHEMA_VERSION})")
+        raise ContractError(UNKNOWN_SCHEMA, repr(doc.get("schema")))
     device = doc.get("device")
     if not isinstance(device, str) or not _NAME.match(device):
-        raise ContractError(f"device must be a short name, got {device!r}")
+        raise ContractError(BAD_DEVICE, repr(device))
     readings = doc.get("readings")
     if not isinstance(readings, list) or not readings:
-        raise ContractError("readings must be a non-empty list")
+        raise ContractError(NO_READINGS, type(readings).__name__)
     return device, readings
+
+
+def _not_json(token: str) -> Any:
+    # NaN and Infinity are Python's extensions, not JSON (RFC 8259): no other reader takes them.
+    raise ValueError(f"{token} is not a JSON number")
 
 
 def decode_batch(value: bytes) -> list[Reading]:

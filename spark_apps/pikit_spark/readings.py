@@ -1,8 +1,13 @@
 """The reading contract (edge_agent/contract.py) as Spark transformations.
 
-Parsing and validation are Spark SQL expressions, not Python UDFs: a Pi's executor
-never starts a Python worker for them. tests/unit/spark checks they accept and
-reject exactly what the agent's own `decode_batch` does.
+Each record is parsed once, into a VARIANT (`try_parse_json`), and every check reads
+typed values out of it: no field is looked up in the JSON text again. The variant keeps
+each value's JSON type, so the contract's type rules (a seq is an integer, a sensor a
+string) hold exactly, which Spark's JSON reader with a schema would not (it turns 5 into
+"5" and 1.5 into 1). Everything is a Spark SQL expression, not a Python UDF: a Pi's
+executor never starts a Python worker for them. tests/unit/spark checks they accept and
+reject exactly what the agent's own `decode_envelope`/`validate_reading` do, reason for
+reason.
 """
 
 from __future__ import annotations
@@ -10,62 +15,65 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edge_agent.contract import (
+    BAD_DEVICE,
+    BAD_SEQ,
+    BAD_TS,
+    BAD_UNIT,
+    BAD_VALUE,
     NAME_PATTERN,
+    NO_READINGS,
+    NOT_AN_OBJECT,
+    NOT_JSON,
     READING_FIELDS,
+    READING_NOT_AN_OBJECT,
     SCHEMA_VERSION,
     TS_MAX,
     TS_MIN,
     UNIT_MAX_LEN,
+    UNKNOWN_SCHEMA,
+    bad_name,
+    lacks,
 )
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 MAX_CLOCK_SKEW_S = 300
-
-# Readings are kept as JSON text first and validated one by one; a dead letter carries
-# the record's original bytes and, for one bad reading of a batch, its position.
-_ENVELOPE = StructType(
-    [
-        StructField("schema", LongType()),
-        StructField("device", StringType()),
-        StructField("readings", ArrayType(StringType())),
-    ]
-)
-_READING = StructType(
-    [
-        StructField("seq", LongType()),
-        StructField("sensor", StringType()),
-        StructField("metric", StringType()),
-        StructField("value", DoubleType()),
-        StructField("unit", StringType()),
-        StructField("ts", DoubleType()),
-    ]
-)
-# Spark's JSON reader turns 1.5 into a long and "1" into a double; the contract does not.
-_TYPED = {
-    "seq": r"^-?[0-9]+$",
-    "value": r"^-?[0-9]",
-    "ts": r"^-?[0-9]",
-}
-
-
 _DOUBLE_MAX = 1.7976931348623157e308  # between() is false for NaN and both infinities
+
+
+def too_far_ahead(max_clock_skew_s: int) -> str:
+    return f"ts is more than {max_clock_skew_s} s ahead of the time it was processed (device clock?)"
 
 
 @dataclass(frozen=True)
 class Parsed:
-    """The outcome of parsing a stream of Kafka records."""
+    """The outcome of parsing a stream of Kafka records: one verdict per reading (per record
+    for a record that breaks the contract), from which both outputs are projections."""
 
-    readings: DataFrame  # device, seq, sensor, metric, value, unit, ts, event_time
-    dead_letters: DataFrame  # key, value (as received), reason, topic, partition, offset, index
+    verdicts: DataFrame
+
+    @property
+    def readings(self) -> DataFrame:
+        """device, seq, sensor, metric, value, unit, ts, event_time"""
+        return self.verdicts.where(F.col("reason").isNull()).select(*_READING_COLUMNS)
+
+    @property
+    def dead_letters(self) -> DataFrame:
+        """key, value (as received), reason, topic, partition, offset, index (None: the record)"""
+        dead = self.verdicts.where(F.col("reason").isNotNull())
+        return dead.select(
+            "key", F.col("record").alias("value"), "reason", "topic", "partition", "offset", "index"
+        )
+
+    def persist(self) -> Parsed:
+        """Keep the verdicts for a micro-batch that reads both outputs: one parse, not one each."""
+        return Parsed(self.verdicts.persist())
+
+    def unpersist(self) -> None:
+        self.verdicts.unpersist()
+
+
+_READING_COLUMNS = ("device", "seq", "sensor", "metric", "value", "unit", "ts", "event_time")
 
 
 def _first_failure(checks: list[tuple[Column, str]]) -> Column:
@@ -76,8 +84,32 @@ def _first_failure(checks: list[tuple[Column, str]]) -> Column:
     return out
 
 
-def _raw_field(raw: Column, name: str) -> Column:
-    return F.get_json_object(raw, f"$.{name}")
+class _Variant:
+    """Typed looks into one variant value (a record or a reading)."""
+
+    def __init__(self, v: Column) -> None:
+        self.v = v
+
+    def field(self, name: str) -> Column:
+        return F.variant_get(self.v, f"$.{name}", "variant")
+
+    def type_of(self, name: str) -> Column:
+        # BIGINT, DOUBLE, DECIMAL(p,s), STRING, BOOLEAN, VOID (null), OBJECT<..>, ARRAY<..>
+        return F.schema_of_variant(self.field(name))
+
+    def get(self, name: str, ddl: str) -> Column:
+        return F.try_variant_get(self.v, f"$.{name}", ddl)
+
+    def is_object(self) -> Column:
+        # Walks the whole value: only ever reached for what already failed a cheaper check.
+        return F.schema_of_variant(self.v).startswith("OBJECT")
+
+    def is_string(self, name: str) -> Column:
+        return self.type_of(name) == "STRING"
+
+    def is_number(self, name: str) -> Column:
+        kind = self.type_of(name)
+        return kind.isin("BIGINT", "DOUBLE") | kind.startswith("DECIMAL")
 
 
 def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parsed:
@@ -91,80 +123,68 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     text = F.col("value").cast("string")
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
-    env = records.select(
-        "key", "value", "topic", "partition", "offset", F.from_json(text, _ENVELOPE).alias("env"),
-        F.get_json_object(text, "$.readings").alias("readings_raw"), F.unix_timestamp(now).alias("now_s"),
+    parsed = records.select(
+        "key", "value", "topic", "partition", "offset", F.unix_timestamp(now).alias("now_s"),
+        F.when(F.is_valid_utf8(text), F.try_parse_json(text)).alias("v"),
     )  # fmt: skip
-    record_reason = _first_failure(
-        [
-            (
-                F.col("env").isNotNull() & F.col("env.schema").isNotNull(),
-                "not a JSON object of the reading contract",
-            ),
-            (F.col("env.schema") == SCHEMA_VERSION, f"unknown schema (this reader knows {SCHEMA_VERSION})"),
-            (F.col("env.device").rlike(NAME_PATTERN), "device must be a short name"),
-            (F.col("readings_raw").startswith("["), "readings must be a non-empty list"),
-            (F.size("env.readings") > 0, "readings must be a non-empty list"),
-        ]
+    env = _Variant(F.col("v"))
+    device_ok = env.is_string("device") & env.get("device", "string").rlike(NAME_PATTERN)
+    schema_ok = F.coalesce(
+        (env.type_of("schema") == "BIGINT") & (env.get("schema", "long") == SCHEMA_VERSION), F.lit(False)
     )
-    judged = env.withColumn("record_reason", record_reason)
-    bad_records = judged.where(F.col("record_reason").isNotNull()).select(
-        "key", "value", F.col("record_reason").alias("reason"), "topic", "partition", "offset",
-        F.lit(None).cast("int").alias("index"),
+    readings = env.get("readings", "array<variant>")
+    readings_ok = F.coalesce(F.size(readings) > 0, F.lit(False))
+    record_reason = (
+        F.when(F.col("v").isNull(), F.lit(NOT_JSON))
+        .when(schema_ok & device_ok & readings_ok, F.lit(None))
+        .when(~env.is_object(), F.lit(NOT_AN_OBJECT))
+        .when(~schema_ok, F.lit(UNKNOWN_SCHEMA))
+        .when(~F.coalesce(device_ok, F.lit(False)), F.lit(BAD_DEVICE))
+        .otherwise(F.lit(NO_READINGS))
+    )
+    # A record that breaks the contract gives one row (index and reading null), a good one a
+    # row per reading.
+    exploded = parsed.select(
+        "key", "value", "topic", "partition", "offset", "now_s", record_reason.alias("record_reason"),
+        env.get("device", "string").alias("device"),
+        F.posexplode_outer(F.when(record_reason.isNull(), readings)).alias("index", "r"),
     )  # fmt: skip
-
-    exploded = judged.where(F.col("record_reason").isNull()).select(
-        "key", "value", "topic", "partition", "offset", "now_s", F.col("env.device").alias("device"),
-        F.posexplode("env.readings").alias("index", "raw"),
-    )  # fmt: skip
-    raw = F.col("raw")
-    reading = F.from_json(raw, _READING)
-    checks: list[tuple[Column, str]] = [(raw.startswith("{"), "reading is not an object")]
-    for name in READING_FIELDS:
-        checks.append((_raw_field(raw, name).isNotNull(), f"reading lacks {name}"))
-    checks += [
-        (
-            _raw_field(raw, "seq").rlike(_TYPED["seq"]) & (reading["seq"] >= 0),
-            "seq must be a non-negative integer",
+    r = _Variant(F.col("r"))
+    ts = r.get("ts", "double")
+    checks: list[tuple[Column, str]] = [
+        # A reading with a seq is an object; only one without is looked at as a whole.
+        (r.field("seq").isNotNull() | r.is_object(), READING_NOT_AN_OBJECT),
+        *((r.field(name).isNotNull(), lacks(name)) for name in READING_FIELDS),
+        ((r.type_of("seq") == "BIGINT") & (r.get("seq", "long") >= 0), BAD_SEQ),
+        *(
+            (r.is_string(name) & r.get(name, "string").rlike(NAME_PATTERN), bad_name(name))
+            for name in ("sensor", "metric")
         ),
-        (reading["sensor"].rlike(NAME_PATTERN) & _is_string(raw, "sensor"), "sensor must be a short name"),
-        (reading["metric"].rlike(NAME_PATTERN) & _is_string(raw, "metric"), "metric must be a short name"),
-        (
-            _is_string(raw, "unit") & (F.length(reading["unit"]) <= UNIT_MAX_LEN),
-            "unit must be a short string",
-        ),
-        (
-            _is_number(raw, "value") & reading["value"].between(-_DOUBLE_MAX, _DOUBLE_MAX),
-            "value must be a finite number",
-        ),
-        (
-            _is_number(raw, "ts") & reading["ts"].between(TS_MIN, TS_MAX),
-            f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}",
-        ),
-        (
-            reading["ts"] <= F.col("now_s") + max_clock_skew_s,
-            f"ts is more than {max_clock_skew_s} s ahead of the time it was processed (device clock?)",
-        ),
+        (r.is_string("unit") & (F.length(r.get("unit", "string")) <= UNIT_MAX_LEN), BAD_UNIT),
+        (r.is_number("value") & r.get("value", "double").between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
+        (r.is_number("ts") & ts.between(TS_MIN, TS_MAX), BAD_TS),
+        (ts <= F.col("now_s") + max_clock_skew_s, too_far_ahead(max_clock_skew_s)),
     ]
-    judged_readings = exploded.withColumn("r", reading).withColumn("reason", _first_failure(checks))
-    bad_readings = judged_readings.where(F.col("reason").isNotNull()).select(
-        "key", "value", "reason", "topic", "partition", "offset", "index"
-    )
-    good = judged_readings.where(F.col("reason").isNull()).select(
-        "device", "r.seq", "r.sensor", "r.metric", "r.value", "r.unit", "r.ts",
-        F.timestamp_micros((F.col("r.ts") * 1_000_000).cast("long")).alias("event_time"),
+    reason = F.coalesce(F.col("record_reason"), _first_failure(checks))
+    judged = exploded.withColumn("reason", reason)
+    good = F.col("reason").isNull()
+
+    def when_good(column: Column, name: str) -> Column:
+        return F.when(good, column).alias(name)
+
+    def when_dead(name: str) -> Column:
+        # A dead letter keeps its record's bytes; a good reading does not carry them along.
+        return F.when(~good, F.col(name))
+
+    verdicts = judged.select(
+        "reason", "index", "topic", "partition", "offset", when_dead("key").alias("key"),
+        when_dead("value").alias("record"), when_good(F.col("device"), "device"),
+        when_good(r.get("seq", "long"), "seq"), when_good(r.get("sensor", "string"), "sensor"),
+        when_good(r.get("metric", "string"), "metric"), when_good(r.get("value", "double"), "value"),
+        when_good(r.get("unit", "string"), "unit"), when_good(ts, "ts"),
+        when_good(F.timestamp_micros((ts * 1_000_000).cast("long")), "event_time"),
     )  # fmt: skip
-    return Parsed(good, bad_records.unionByName(bad_readings))
-
-
-def _is_string(raw: Column, name: str) -> Column:
-    """The field is a JSON string (Spark would also read a number into a string column)."""
-    return F.regexp_extract(raw, rf'"{name}"\s*:\s*(")', 1) == '"'
-
-
-def _is_number(raw: Column, name: str) -> Column:
-    """The field is a JSON number, not a string, boolean or NaN token."""
-    return F.regexp_extract(raw, rf'"{name}"\s*:\s*(-?[0-9])', 1) != ""
+    return Parsed(verdicts)
 
 
 def dead_letter_records(dead: DataFrame) -> DataFrame:

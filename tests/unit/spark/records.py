@@ -30,6 +30,14 @@ MALFORMED_RECORDS: list[bytes] = [
     b'{"schema": 1, "device": "edge-1", "readings": {"seq": 1}}',
     b'{"schema": 1, "readings": [{}]}',
     b"\xff\xfe\x00 not utf-8",
+    b'{"schema": 1, "device": "edge-\xff", "readings": [{}]}',  # invalid UTF-8 inside a string
+    b'{"schema": "1", "device": "edge-1", "readings": [{}]}',
+    b'{"schema": 1, "device": 5, "readings": [{}]}',
+    b'{"schema": 1, "device": "edge-1", "readings": [{"seq": NaN}]}',  # NaN is not JSON
+    b'{"schema": 1, "device": "edge-1", "readings": [1, 2}',
+    b"7",
+    b'{"schema": 1, "device": "edge-1", "readings": [{"seq": 1, "sensor": "s", "metric": "m",'
+    b' "value": 1e400, "unit": "C", "ts": 1.8e9}]}',  # a double out of range: one bad reading
 ]
 
 MALFORMED_READINGS: list[Any] = [
@@ -50,4 +58,12 @@ MALFORMED_READINGS: list[Any] = [
     {**reading(1, T0), "value": True},
     {**reading(1, T0), "ts": 12},
     {**reading(1, T0), "ts": "2026-01-01"},
+    {**reading(1, T0), "seq": 2**63},
+    {**reading(1, T0), "seq": None},
+    {**reading(1, T0), "value": 10**400},
+    {**reading(1, T0), "sensor": {"nested": "object"}},
+    {**reading(1, T0), "metric": ["list"]},
+    {"seq": 1, "sensor": "sim"},  # lacks metric, value, unit, ts: the first is named
+    [],
+    None,
 ]

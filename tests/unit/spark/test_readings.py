@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from edge_agent.contract import ContractError, decode_envelope, validate_reading
-from pikit_spark.readings import dead_letter_records, parse
+from edge_agent.contract import BAD_VALUE, NOT_JSON, ContractError, decode_envelope, validate_reading
+from pikit_spark.readings import dead_letter_records, parse, too_far_ahead
 from pyspark.sql import SparkSession
 
 from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
@@ -17,42 +17,47 @@ def _frame(spark: SparkSession, values: list[bytes]) -> Any:
     return spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long")
 
 
-def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[int, int]], int]:
-    """(offset, seq) of the readings the contract accepts, and how many things it rejects."""
-    good: set[tuple[int, int]] = set()
-    rejected = 0
+Verdict = tuple[int, int | None, str]  # offset, reading index (None: the whole record), reason
+
+
+def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[str, int]], list[Verdict]]:
+    """The (device, seq) the contract accepts, and each rejection with its reason."""
+    good: set[tuple[str, int]] = set()
+    rejected: list[Verdict] = []
     for offset, value in enumerate(values):
         try:
             device, raws = decode_envelope(value)
-        except ContractError:
-            rejected += 1
+        except ContractError as exc:
+            rejected.append((offset, None, exc.reason))
             continue
-        for raw in raws:
+        for index, raw in enumerate(raws):
             try:
-                good.add((offset, validate_reading(device, raw).seq))
-            except ContractError:
-                rejected += 1
-    return good, rejected
+                good.add((device, validate_reading(device, raw).seq))
+            except ContractError as exc:
+                rejected.append((offset, index, exc.reason))
+    return good, sorted(rejected, key=str)
 
 
-def test_parser_agrees_with_the_contract(spark: SparkSession) -> None:
+def test_parser_agrees_with_the_contract_reason_for_reason(spark: SparkSession) -> None:
     mixed = [reading(10, T0), *MALFORMED_READINGS, reading(11, T0 + 1, value=-3.5)]
     values = [
         batch("edge-1", [reading(1, T0), reading(2, T0 + 1)]),
         *MALFORMED_RECORDS,
         batch("edge-2", mixed),
+        batch("edge-3", [{**reading(4, T0), "extra": {"nested": [1, 2]}}]),  # more fields are fine
     ]
     expected_good, expected_rejected = _python_verdicts(values)
-    assert expected_rejected == len(MALFORMED_RECORDS) + len(MALFORMED_READINGS)
+    assert len(expected_rejected) == len(MALFORMED_RECORDS) + len(MALFORMED_READINGS)
 
     parsed = parse(_frame(spark, values))
     good = {(r["device"], r["seq"]) for r in parsed.readings.collect()}
-    assert good == {("edge-1", 1), ("edge-1", 2), ("edge-2", 10), ("edge-2", 11)}
-    assert len(good) == len(expected_good)
-    dead = parsed.dead_letters.collect()
-    reasons = [d["reason"] for d in dead]
-    assert len(dead) == expected_rejected, reasons
-    assert all(reasons)
+    assert (
+        good == expected_good == {("edge-1", 1), ("edge-1", 2), ("edge-2", 10), ("edge-2", 11), ("edge-3", 4)}
+    )
+    dead = sorted(((d["offset"], d["index"], d["reason"]) for d in parsed.dead_letters.collect()), key=str)
+    assert dead == expected_rejected, [
+        (a, b) for a, b in zip(dead, expected_rejected, strict=False) if a != b
+    ]
 
 
 def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -> None:
@@ -63,10 +68,10 @@ def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -
         bytes(r["value"]): {h["key"]: bytes(h["value"]).decode() for h in r["headers"]} for r in records
     }
     assert by_value[b"not json at all"]["source"] == "sensor-readings/0/0"
-    assert "contract" in by_value[b"not json at all"]["reason"]
+    assert by_value[b"not json at all"]["reason"] == NOT_JSON
     assert "reading" not in by_value[b"not json at all"]
     assert by_value[values[1]] == {
-        "reason": "value must be a finite number",
+        "reason": BAD_VALUE,
         "source": "sensor-readings/0/1",
         "reading": "1",
     }
@@ -92,4 +97,4 @@ def test_a_reading_from_the_future_is_a_dead_letter_and_never_a_reading(spark: S
     parsed = parse(_frame(spark, values), max_clock_skew_s=300)
     assert [(r["device"], r["seq"]) for r in parsed.readings.collect()] == [("edge-1", 1)]
     reasons = sorted(d["reason"] for d in parsed.dead_letters.collect())
-    assert reasons == ["ts is more than 300 s ahead of the time it was processed (device clock?)"] * 2
+    assert reasons == [too_far_ahead(300)] * 2

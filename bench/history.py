@@ -1,0 +1,27 @@
+"""A module of this repository as it was at an earlier commit, loaded beside today's, so
+that a benchmark can time before and after in one run."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from pikit.localkafka import REPO
+
+
+def module_at(commit: str, path: str, name: str, work: Path) -> ModuleType:
+    """`path` (relative to the repository) as of `commit`, imported as module `name`."""
+    source = subprocess.run(
+        ["git", "show", f"{commit}:{path}"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    file = work / f"{name}.py"
+    file.write_bytes(source)
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,157 @@
+"""Parsing and validating readings in Spark: a plain peer, the parser before the VARIANT
+rework (git commit BEFORE) and today's, side by side in one run.
+
+The input is N contract records of 100 readings each (20 devices, a few sensors, one
+reading per second), cached in memory and counted before any timing, so that every
+contender reads the same rows from the same place. Each contender then computes the same
+per-minute windows (count, mean, variance, min, max per device, sensor and metric) and
+writes them to Spark's `noop` sink; the time is that job's wall clock. Contenders:
+
+- plain peer: `from_json` with the typed schema, `explode`, the windows; no validation,
+  the ceiling of a parser that checks nothing;
+- before / now, readings: `parse(...).readings`, the windows;
+- before / now, readings and dead letters: what `sensor_aggregates` does per micro-batch,
+  the windows and the dead letters from one parse (today: `Parsed.persist`; before: its
+  two queries, each parsing).
+
+Rounds alternate the contenders, so the machine's noise falls on all of them; the table
+prints readings/s per contender (median, min and max over the rounds) and each median's
+ratio to the plain peer's. local[2]; run it under `taskset -c 0,1`, which the JVM that
+pyspark starts (every thread of it) inherits.
+
+    taskset -c 0,1 .venv/bin/python -m bench.parse [--records 20000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.history import module_at
+from pikit.localkafka import REPO
+
+sys.path.insert(0, str(REPO / "edge_agent"))
+sys.path.insert(0, str(REPO / "spark_apps"))
+
+from edge_agent.contract import Reading, encode_batch
+from pikit_spark import readings as now
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+BEFORE = "ba5d312"  # main before issue 11's parser rework
+PER_RECORD = 100
+T0 = 1_795_000_000
+PEER_SCHEMA = (
+    "schema long, device string, readings array<struct<seq: long, sensor: string, metric: string,"
+    " value: double, unit: string, ts: double>>"
+)
+
+
+def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
+    """n contract records of PER_RECORD readings, devices and sensors interleaved."""
+    out = []
+    seq: dict[str, int] = {}
+    for i in range(n):
+        device = f"edge-{i % 20}"
+        first = seq.get(device, 0)
+        seq[device] = first + PER_RECORD
+        batch = [
+            Reading(device, first + j, f"s{j % 3}", ("temperature", "humidity")[j % 2],
+                    20.0 + (j % 17) * 0.37, "C", T0 + first + j + 0.25)
+            for j in range(PER_RECORD)
+        ]  # fmt: skip
+        out.append((device.encode(), encode_batch(device, batch), "sensor-readings", i % 3, i))
+    return out
+
+
+def windows(readings: DataFrame) -> DataFrame:
+    return readings.groupBy(
+        "device", "sensor", "metric", (F.floor(F.col("ts") / 60) * 60).alias("window_start")
+    ).agg(F.count(F.lit(1)).alias("n"), F.avg("value"), F.var_pop("value"), F.min("value"), F.max("value"))
+
+
+def peer(frame: DataFrame) -> None:
+    env = frame.select(F.from_json(F.col("value").cast("string"), PEER_SCHEMA).alias("e"))
+    readings = env.select("e.device", F.explode("e.readings").alias("r")).select("device", "r.*")
+    windows(readings).write.format("noop").mode("overwrite").save()
+
+
+def readings_only(module: object) -> Callable[[DataFrame], None]:
+    def run(frame: DataFrame) -> None:
+        windows(module.parse(frame).readings).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+
+    return run
+
+
+def both(module: object) -> Callable[[DataFrame], None]:
+    def run(frame: DataFrame) -> None:
+        parsed = module.parse(frame)  # type: ignore[attr-defined]
+        if hasattr(parsed, "persist"):
+            parsed = parsed.persist()
+        windows(parsed.readings).write.format("noop").mode("overwrite").save()
+        parsed.dead_letters.write.format("noop").mode("overwrite").save()
+        if hasattr(parsed, "unpersist"):
+            parsed.unpersist()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    spark = (
+        SparkSession.builder.master("local[2]").appName("bench-parse")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g").config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory() as tmp:
+        before = module_at(BEFORE, "spark_apps/pikit_spark/readings.py", "readings_before", Path(tmp))
+    frame = (
+        spark.createDataFrame(
+            records(args.records), "key binary, value binary, topic string, partition int, offset long"
+        )
+        .repartition(2)
+        .cache()
+    )
+    assert frame.count() == args.records
+    n = args.records * PER_RECORD
+    contenders: dict[str, Callable[[DataFrame], None]] = {
+        "plain peer: from_json + explode + windows": peer,
+        f"before ({BEFORE}): parse().readings + windows": readings_only(before),
+        "now: parse().readings + windows": readings_only(now),
+        f"before ({BEFORE}): readings + dead letters": both(before),
+        "now: readings + dead letters": both(now),
+    }
+    for run in contenders.values():  # warm-up: the JIT and the first job's start-up
+        run(frame.limit(500))
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.rounds):
+        for name, run in contenders.items():
+            started = time.perf_counter()
+            run(frame)
+            rates[name].append(n / (time.perf_counter() - started))
+    print(f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
+          f"CPUs {sorted(os.sched_getaffinity(0))}, Spark {spark.version}")  # fmt: skip
+    ceiling = statistics.median(rates["plain peer: from_json + explode + windows"])
+    print(f"| {'contender':<48} | {'median readings/s':>17} | {'min':>9} | {'max':>9} | {'vs peer':>7} |")
+    print(f"|{'-' * 50}|{'-' * 18}:|{'-' * 10}:|{'-' * 10}:|{'-' * 8}:|")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"| {name:<48} | {median:17,.0f} | {min(values):9,.0f} | {max(values):9,.0f} | "
+              f"{median / ceiling:7.2f} |")  # fmt: skip
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
