@@ -301,6 +301,7 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
 
 def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     device = EDGES[0]
+    duplicates_before = outcome(site.values("sensor-readings"), now=time.time()).duplicates
     routes = netns(device, "ip", "route", "show").splitlines()
     netns(device, "ip", "link", "set", "eth0", "down")
     cut = time.time()
@@ -326,7 +327,11 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     wait_for("the agent to restart", lambda: restarts(device, "edge-agent") > agent_restarts, 60)
     wait_for(f"{device}'s readings after reconnection", lambda: after(site, back, [device]), 120)
     model = judge(site, "b, c, d: a device cut off, the driver and an agent killed")
-    assert model.duplicates >= depth, "the round drained before the kill was resent (and dropped)"
+    # The killed agent had a round acknowledged but not committed: it resends that round (however
+    # small: the first round after the cut may hold only the readings pending when it began), the
+    # consumers drop it as duplicates, and the judge above found no seq gap.
+    print(f"[d] duplicates dropped {duplicates_before} -> {model.duplicates}")
+    assert model.duplicates > duplicates_before, "the round acknowledged before the kill was resent"
 
 
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
