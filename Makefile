@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline bench-catchup
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -51,10 +51,13 @@ e2e: bootstrap artifacts ## the end-to-end fault suite on its own lab (about 20 
 	@$(PY) -m pytest -q -s tests/e2e
 
 bench: bootstrap artifacts ## benchmarks (never part of make test); results go in bench/README.md
-	@$(PY) -m bench.agent_drain --readings 200000
-	@$(PY) -m bench.agent_footprint --seconds 60
+	@$(PY) -m bench.agent_drain --readings 2000000 --rounds 3
+	@$(PY) -m bench.agent_footprint --backlog 400000 --seconds 60
 	@taskset -c 0 $(PY) -m bench.spool_write --readings 400000 --rounds 5
 	@taskset -c 0,1 $(PY) -m bench.parse --records 20000 --rounds 3
 
 bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
 	@$(PY) -m bench.pipeline
+
+bench-catchup: bootstrap ## sensor_aggregates draining a backlog on the demo's lab, beside a count-only ceiling
+	@$(PY) -m bench.catchup --readings 2000000 --rounds 2

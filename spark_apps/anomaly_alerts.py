@@ -26,6 +26,7 @@ from pikit_spark.common import (
     session,
     setup_logging,
     streaming_parser,
+    trigger,
 )
 from pikit_spark.device_windows import first_seen, seq_marks
 from pikit_spark.progress import log_progress
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
 
     query = (
         readings.writeStream.foreachBatch(judge).option("checkpointLocation", f"{checkpoints}/readings")
-        .trigger(processingTime=args.trigger).queryName(APP).start()
+        .trigger(**trigger(args)).queryName(APP).start()
     )  # fmt: skip
     LOG.info(
         "%s: %s -> %s; %d thresholds, k=%.1f",

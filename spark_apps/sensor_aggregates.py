@@ -26,6 +26,7 @@ from pikit_spark.common import (
     session,
     setup_logging,
     streaming_parser,
+    trigger,
 )
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.progress import log_progress
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     query = (
         records.writeStream.foreachBatch(process)
         .option("checkpointLocation", f"{checkpoints}/stream")
-        .trigger(processingTime=args.trigger).queryName(APP)
+        .trigger(**trigger(args)).queryName(APP)
         .start()
     )  # fmt: skip
     LOG.info(

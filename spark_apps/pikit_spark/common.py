@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 LOG = logging.getLogger("pikit")
+AVAILABLE_NOW = "available-now"
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
@@ -33,7 +34,10 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         default=f"/srv/pikit/shared/checkpoints/{app}",
         help="on storage the driver and every executor share; a restart resumes from it",
     )
-    parser.add_argument("--trigger", default="10 seconds", help="micro-batch interval")
+    parser.add_argument(
+        "--trigger", default="10 seconds",
+        help=f"micro-batch interval, or {AVAILABLE_NOW!r}: process what the topic holds now, then stop",
+    )  # fmt: skip
     parser.add_argument(
         "--starting-offsets", default="earliest", help="first start only; afterwards the checkpoint decides"
     )
@@ -49,6 +53,11 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         help="a reading stamped further ahead of the processing time is a dead letter",
     )  # fmt: skip
     return parser
+
+
+def trigger(args: argparse.Namespace) -> dict[str, Any]:
+    """DataStreamWriter.trigger's arguments: a catch-up run stops once it has read the topic's end."""
+    return {"availableNow": True} if args.trigger == AVAILABLE_NOW else {"processingTime": args.trigger}
 
 
 def setup_logging(level: str) -> None:

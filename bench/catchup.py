@@ -1,0 +1,270 @@
+"""How fast sensor_aggregates drains a backlog on the lab, beside Spark only counting the same records.
+
+Needs the demo's lab, converged (`make demo`). The bench:
+
+1. creates `pikit-bench-*` topics (the readings topic's partition count) with ACLs for
+   the Spark principal, and fills the readings one with N readings from D devices, 100
+   per contract record, one reading a second per device ending now: an outage's backlog;
+2. stops the lab's streaming apps and edge agents, so nothing else competes for the CPU;
+3. per round, runs on the Spark master, with the app unit's own spark-submit line (same
+   cores, same Kafka options, same maxOffsetsPerTrigger) and `--trigger available-now`:
+   - sensor_aggregates on a fresh checkpoint, writing to the bench topics;
+   - bench/spark_count.py, which reads the same records the same way and only counts
+     them: the ceiling;
+   in alternating order;
+4. restarts what it stopped and deletes its topics and ACLs.
+
+Each run is timed the same way, from the first batch's plan (`offsets/0` in its
+checkpoint) to the last batch's commit (`commits/<last>`), so the JVMs' and the
+executors' start-up is left out of both; the wall time from submit to exit is shown
+too. Every run must have consumed every record of the topic.
+
+    .venv/bin/python -m bench.catchup [--readings 2000000] [--devices 100] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from kafka import KafkaProducer
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    NewTopic,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+
+from pikit.lab import REPO, spec_from_inventory
+from pikit.lab_image import lab_home
+from pikit.topic import mtls_client
+
+sys.path.insert(0, str(REPO / "edge_agent"))
+from edge_agent.contract import Reading, encode_batch
+
+PREFIX = "pikit-bench-"
+READINGS = f"{PREFIX}readings"
+OUTPUTS = {
+    "aggregates": f"{PREFIX}aggregates",
+    "late": f"{PREFIX}late",
+    "dead-letter": f"{PREFIX}dead-letter",
+}
+PER_RECORD = 100
+APP_UNIT = "spark-app-sensor-aggregates"
+STOPPED = {
+    "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
+    "edge": ["edge-agent"],
+}
+WORK = "/srv/pikit/shared/bench-catchup"
+
+
+def groups() -> dict[str, list[str]]:
+    doc = yaml.safe_load((REPO / "inventory/lab/hosts.yml").read_text())
+    return {name: list((g or {}).get("hosts") or {}) for name, g in doc["all"]["children"].items()}
+
+
+def sh(node: str, *cmd: str, user: str | None = None, stdin: bytes | None = None) -> str:
+    who = ["--user", user] if user else []
+    result = subprocess.run(
+        ["podman", "exec", "-i", *who, node, *cmd], input=stdin, capture_output=True, check=False
+    )
+    if result.returncode:
+        raise RuntimeError(f"{node}: {' '.join(cmd)[:200]}: {result.stderr.decode()[-2000:]}")
+    return result.stdout.decode()
+
+
+class SubmitLine:
+    """The app unit's spark-submit line, split where the app's script is."""
+
+    def __init__(self, master: str) -> None:
+        unit = sh(master, "systemctl", "cat", APP_UNIT)
+        fields = dict(
+            line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#")
+        )
+        self.user = fields["User"]
+        tokens = shlex.split(fields["ExecStart"])
+        at = next(i for i, t in enumerate(tokens) if t.endswith("/sensor_aggregates.py"))
+        self.spark, self.app, self.app_args = tokens[:at], tokens[at], tokens[at + 1 :]
+        self.properties = self.app_args[self.app_args.index("--kafka-properties") + 1]
+        self.cores = int(self.spark[self.spark.index("--total-executor-cores") + 1])
+
+    def aggregates(self, run: str) -> list[str]:
+        return [
+            *self.spark, self.app, *self.app_args, *common(run),
+            "--aggregates-topic", OUTPUTS["aggregates"], "--late-topic", OUTPUTS["late"],
+            "--dead-letter-topic", OUTPUTS["dead-letter"], "--output-dir", f"{WORK}/{run}/output",
+            # A fresh checkpoint each round against the same marker topic, on purpose.
+            "--adopt-new-checkpoint",
+        ]  # fmt: skip
+
+    def count(self, run: str) -> list[str]:
+        return [*self.spark, f"{WORK}/spark_count.py", "--kafka-properties", self.properties, *common(run)]
+
+
+def common(run: str) -> list[str]:
+    return [
+        "--readings-topic", READINGS, "--checkpoint-dir", f"{WORK}/{run}/checkpoint",
+        "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "WARNING",
+    ]  # fmt: skip
+
+
+def fill(client: dict[str, Any], readings: int, devices: int) -> int:
+    """The backlog: each device one reading a second until now; returns the records written."""
+    producer = KafkaProducer(
+        **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
+    )
+    per_device = readings // devices
+    now = time.time()
+    records = 0
+    for start in range(0, per_device, PER_RECORD):
+        for d in range(devices):
+            device = f"bench-{d}"
+            batch = [
+                Reading(device, i, "bench", "value", 20.0 + (i * 7 + d) % 50 / 10, "C", now - per_device + i)
+                for i in range(start, min(start + PER_RECORD, per_device))
+            ]
+            producer.send(READINGS, key=device.encode(), value=encode_batch(device, batch))
+            records += 1
+    producer.flush()
+    producer.close()
+    return records
+
+
+@contextlib.contextmanager
+def bench_topics(admin: KafkaAdminClient, partitions: int, principal: str) -> Iterator[None]:
+    topics = [NewTopic(READINGS, partitions, 3)] + [NewTopic(t, 1, 3) for t in OUTPUTS.values()]
+    admin.create_topics(topics)
+    pattern = ResourcePattern(ResourceType.TOPIC, PREFIX, ACLResourcePatternType.PREFIXED)
+    ops = (ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE)
+    acls = [ACL(f"User:{principal}", "*", op, ACLPermissionType.ALLOW, pattern) for op in ops]
+    admin.create_acls(acls)
+    try:
+        yield
+    finally:
+        admin.delete_acls(
+            [
+                ACLFilter(
+                    f"User:{principal}",
+                    "*",
+                    ACLOperation.ANY,
+                    ACLPermissionType.ANY,
+                    ResourcePatternFilter(ResourceType.TOPIC, PREFIX, ACLResourcePatternType.PREFIXED),
+                )
+            ]
+        )
+        admin.delete_topics([t.name for t in topics])
+
+
+@contextlib.contextmanager
+def quiet_lab(g: dict[str, list[str]]) -> Iterator[None]:
+    stopped = [(node, unit) for group, units in STOPPED.items() for node in g[group] for unit in units]
+    for node, unit in stopped:
+        sh(node, "systemctl", "stop", unit)
+    try:
+        yield
+    finally:
+        for node, unit in stopped:
+            sh(node, "systemctl", "start", unit)
+
+
+def drained(master: str, checkpoint: str) -> tuple[float, int]:
+    """Seconds from batch 0's plan to the last batch's commit, and the records its offsets cover."""
+    stamps = {}
+    for line in sh(master, "find", f"{checkpoint}/stream/offsets", f"{checkpoint}/stream/commits",
+                   "-type", "f", "-printf", "%p %T@\n").splitlines():  # fmt: skip
+        path, stamp = line.rsplit(" ", 1)
+        kind, name = path.split("/")[-2:]
+        if name.isdigit():
+            stamps[(kind, int(name))] = float(stamp)
+    last = max(n for kind, n in stamps if kind == "commits")
+    offsets = json.loads(sh(master, "cat", f"{checkpoint}/stream/offsets/{last}").splitlines()[2])
+    return stamps[("commits", last)] - stamps[("offsets", 0)], sum(offsets[READINGS].values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--readings", type=int, default=2_000_000)
+    parser.add_argument("--devices", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    spec = spec_from_inventory(REPO / "inventory/lab")
+    g = groups()
+    ips = {n.name: n.ip for n in spec.nodes}
+    client = mtls_client(
+        [f"{ips[b]}:9092" for b in g["kafka_broker"]], lab_home() / "state" / spec.name / "pki"
+    )
+    master = g["spark_master"][0]
+    submit = SubmitLine(master)
+    admin = KafkaAdminClient(**client)
+    partitions = len(admin.describe_topics(["sensor-readings"])[0]["partitions"])
+    principal = "spark"  # kafka_spark_principal's default, which the lab keeps
+    results: dict[str, list[tuple[float, float]]] = {"sensor_aggregates": [], "count only (ceiling)": []}
+    with bench_topics(admin, partitions, principal):
+        records = fill(client, args.readings, args.devices)
+        readings = records * PER_RECORD if args.readings % (args.devices * PER_RECORD) == 0 else args.readings
+        print(
+            f"filled {READINGS}: {records:,} records, {readings:,} readings, {partitions} partitions",
+            flush=True,
+        )
+        sh(master, "mkdir", "-p", WORK, user=submit.user)
+        sh(master, "sh", "-c", f"cat > {WORK}/spark_count.py", user=submit.user,
+           stdin=(REPO / "bench/spark_count.py").read_bytes())  # fmt: skip
+        with quiet_lab(g):
+            for r in range(args.rounds):
+                order = ["sensor_aggregates", "count only (ceiling)"]
+                for name in order if r % 2 == 0 else order[::-1]:
+                    run = f"r{r}-{'agg' if name == 'sensor_aggregates' else 'count'}-{int(time.time())}"
+                    cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
+                    started = time.monotonic()
+                    sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)}", user=submit.user)
+                    wall = time.monotonic() - started
+                    seconds, consumed = drained(master, f"{WORK}/{run}/checkpoint")
+                    assert consumed == records, f"{name} consumed {consumed} of {records} records"
+                    results[name].append((seconds, wall))
+                    print(f"round {r + 1}: {name}: {readings / seconds:,.0f} readings/s "
+                          f"(drain {seconds:.1f} s, wall {wall:.1f} s)", flush=True)  # fmt: skip
+        sh(master, "rm", "-rf", WORK, user=submit.user)
+    report(readings, records, submit.cores, args.rounds, results)
+
+
+def report(
+    readings: int, records: int, cores: int, rounds: int, results: dict[str, list[tuple[float, float]]]
+) -> None:
+    print(
+        f"\n{readings:,} readings in {records:,} records, {cores} executor cores, maxOffsetsPerTrigger "
+        f"as deployed, {rounds} rounds; drain = first batch planned to last batch committed\n"
+    )
+    print(
+        "| query | readings/s median | min | max | per executor core | drain median | wall median "
+        "| vs ceiling |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ceiling = statistics.median(readings / s for s, _ in results["count only (ceiling)"])
+    for name, runs in results.items():
+        rates = [readings / s for s, _ in runs]
+        median = statistics.median(rates)
+        print(
+            f"| {name} | {median:,.0f} | {min(rates):,.0f} | {max(rates):,.0f} | {median / cores:,.0f} "
+            f"| {statistics.median(s for s, _ in runs):.1f} s "
+            f"| {statistics.median(w for _, w in runs):.1f} s "
+            f"| {median / ceiling:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
