@@ -2,13 +2,14 @@
 to show up in its window's aggregate.
 
 Needs the demo's lab, converged (`make demo`). Synthetic devices `bench-0..9` produce contract
-batches (100 readings per record, mTLS, acks=all) at a fixed rate per step; the aggregates topic is
-watched for their windows. A step is sustained when sensor_aggregates' consumer lag (the readings
-topic's end offsets minus the offsets of the newest committed micro-batch in the query's
-checkpoint on the lab's shared volume, sampled every 5 s) does not grow over the step: its
-least-squares slope after the first third of the step stays under 5 % of the offered rate;
-latency is, per reading, the moment its window's aggregate arrived minus the moment the reading
-was taken.
+batches (100 readings per record, mTLS, acks=all) at a fixed rate per step, and one record in
+DEAD_EVERY that is not JSON; the aggregates topic is watched for their windows and the dead-letter
+topic for those records. A step is sustained when every query's consumer lag (the readings topic's
+end offsets minus the offsets of the newest committed micro-batch in the query's checkpoint on the
+lab's shared volume, sampled every 5 s) does not grow over the step: its least-squares slope after
+the first third of the step stays under 5 % of the offered rate. The queries are
+sensor_aggregates (windows, late readings and dead letters) and anomaly_alerts. Latency is, per
+reading, the moment its window's aggregate arrived minus the moment the reading was taken.
 
     make bench-pipeline      (or: PATH=.venv/bin:$PATH .venv/bin/python -m bench.pipeline --rates ...)
 """
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +41,27 @@ from edge_agent.contract import Reading, encode_batch
 DEVICES = [f"bench-{i}" for i in range(10)]
 TOPIC = "sensor-readings"
 PER_RECORD = 100
+DEAD_EVERY = 500
+WINDOW_S = 60
+NOT_JSON = b"bench: not json "
+# Each streaming query's checkpoint, under the lab's shared checkpoints directory.
+QUERIES = {"sensor_aggregates": "sensor_aggregates/stream", "anomaly_alerts": "anomaly_alerts/readings"}
 
 
 class Watch(threading.Thread):
-    """Arrival time of every bench window in the aggregates topic."""
+    """Arrival time of every bench window in the aggregates topic; the bench's dead letters."""
 
     def __init__(self, client: dict[str, Any]) -> None:
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(
-            "sensor-aggregates", **client, auto_offset_reset="latest", isolation_level="read_committed"
+            "sensor-aggregates",
+            "sensor-dead-letter",
+            **client,
+            auto_offset_reset="latest",
+            isolation_level="read_committed",
         )
         self.arrived: dict[tuple[str, int], float] = {}
+        self.dead: set[bytes] = set()
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -57,20 +69,24 @@ class Watch(threading.Thread):
             for batch in self.consumer.poll(timeout_ms=500).values():
                 now = time.time()
                 for record in batch:
+                    if record.topic == "sensor-dead-letter":
+                        if record.value.startswith(NOT_JSON):
+                            self.dead.add(record.value)
+                        continue
                     doc = json.loads(record.value)
                     if doc["device"].startswith("bench-"):
                         self.arrived.setdefault((doc["device"], int(doc["window_start"])), now)
 
 
 class SparkLag:
-    """Records of the readings topic that sensor_aggregates' windows query has not yet processed."""
+    """Records of the readings topic that a streaming query has not yet processed."""
 
-    def __init__(self, client: dict[str, Any], lab: str) -> None:
+    def __init__(self, client: dict[str, Any], lab: str, checkpoint: str) -> None:
         mount = subprocess.run(
             ["podman", "volume", "inspect", f"{lab}-shared", "--format", "{{.Mountpoint}}"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
-        self.offsets = Path(mount) / "spark/checkpoints/sensor_aggregates/stream/offsets"
+        self.offsets = Path(mount) / "spark/checkpoints" / checkpoint / "offsets"
         self.consumer = KafkaConsumer(**client)
 
     def processed(self) -> dict[int, int]:
@@ -111,17 +127,21 @@ def lag_growth(samples: list[tuple[float, int]], skip: float) -> float:
 
 def produce(
     client: dict[str, Any], rate: int, seconds: float, taken: dict[tuple[str, int], list[float]]
-) -> int:
+) -> tuple[int, int]:
+    """Readings sent at `rate` for `seconds`, and the records that were not JSON among them."""
     producer = KafkaProducer(
         **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
     seqs = dict.fromkeys(DEVICES, int(time.time() * 1000))
     rng = random.Random(1)
-    sent, started = 0, time.monotonic()
+    sent, dead, started = 0, 0, time.monotonic()
     while time.monotonic() - started < seconds:
         due = int(rate * (time.monotonic() - started)) - sent
         for _ in range(max(0, due) // PER_RECORD):
             device = rng.choice(DEVICES)
+            if rng.randrange(DEAD_EVERY) == 0:
+                producer.send(TOPIC, key=device.encode(), value=NOT_JSON + f"{rate} {dead}".encode())
+                dead += 1
             now = time.time()
             readings = []
             for _ in range(PER_RECORD):
@@ -133,12 +153,12 @@ def produce(
         time.sleep(0.01)
     producer.flush()
     producer.close()
-    return sent
+    return sent, dead
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", default="3000,6000,9000,12000", help="readings/s per step")
+    parser.add_argument("--rates", default="6000,15000,30000,60000", help="readings/s per step")
     parser.add_argument("--seconds", type=float, default=150, help="length of each step")
     parser.add_argument("--settle", type=float, default=150, help="wait after the last step for its windows")
     parser.add_argument(
@@ -151,55 +171,87 @@ def main() -> None:
     client = mtls_client(brokers, pki)
     watch = Watch(client)
     watch.start()
-    lag = SparkLag(client, spec.name)
+    lags = {name: SparkLag(client, spec.name, checkpoint) for name, checkpoint in QUERIES.items()}
     results = []
     for rate in (int(r) for r in args.rates.split(",")):
         taken: dict[tuple[str, int], list[float]] = defaultdict(list)
-        samples: list[tuple[float, int]] = []
+        samples: dict[str, list[tuple[float, int]]] = {name: [] for name in lags}
         done = threading.Event()
-        sampler = threading.Thread(target=lag.sample, args=(samples, done), daemon=True)
-        sampler.start()
-        sent = produce(client, rate, args.seconds, taken)
+        samplers = [
+            threading.Thread(target=lag.sample, args=(samples[name], done), daemon=True)
+            for name, lag in lags.items()
+        ]
+        for sampler in samplers:
+            sampler.start()
+        sent, dead = produce(client, rate, args.seconds, taken)
         done.set()
-        sampler.join()
-        growth = lag_growth(samples, skip=args.seconds / 3) * PER_RECORD
-        results.append((rate, sent, samples, growth, taken))
+        for sampler in samplers:
+            sampler.join()
+        growth = {name: lag_growth(s, skip=args.seconds / 3) * PER_RECORD for name, s in samples.items()}
+        results.append(Step(rate, sent, dead, samples, growth, taken))
         print(
-            f"step {rate}/s: sent {sent}, consumer lag {samples[0][1]} -> {samples[-1][1]} records, "
-            f"growing by {growth:.0f} readings/s",
+            f"step {rate}/s: sent {sent}, "
+            + "; ".join(
+                f"{name} lag {s[0][1]} -> {s[-1][1]} records, growing by {growth[name]:.0f} readings/s"
+                for name, s in samples.items()
+            ),
             flush=True,
         )
         # Let Spark catch up before the next step: back within two triggers' worth of records.
         drain_until = time.monotonic() + args.drain
-        while lag.records() > 2 * rate * 10 // PER_RECORD and time.monotonic() < drain_until:
+        while (
+            max(lag.records() for lag in lags.values()) > 2 * rate * 10 // PER_RECORD
+            and time.monotonic() < drain_until
+        ):
             time.sleep(5)
     time.sleep(args.settle)
     watch.stop.set()
+    report(args.seconds, results, watch)
 
+
+@dataclass
+class Step:
+    rate: int
+    sent: int
+    dead: int  # records that were not JSON
+    samples: dict[str, list[tuple[float, int]]]
+    growth: dict[str, float]
+    taken: dict[tuple[str, int], list[float]]
+
+
+def quantiles(values: list[float]) -> tuple[str, str]:
+    if len(values) < 2:
+        return "-", "-"
+    cuts = statistics.quantiles(values, n=100)
+    return f"{cuts[49]:.0f} s", f"{cuts[98]:.0f} s"
+
+
+def report(seconds: float, results: list[Step], watch: Watch) -> None:
+    names = list(QUERIES)
+    print(f"\nLab pipeline, {seconds:.0f} s per step (window 1 min, per-device slack 10 s, trigger 10 s)\n")
     print(
-        f"\nLab pipeline, {args.seconds:.0f} s per step (window 1 min, per-device slack 10 s, trigger 10 s)\n"
+        "| offered readings/s | sent | "
+        + " | ".join(f"{n}: lag median (records), growth (readings/s)" for n in names)
+        + " | sustained by every query | windows in | dead letters in | after window end p50 | p99 "
+        "| reading to aggregate p50 | p99 |"
     )
-    print(
-        "| offered readings/s | sent | consumer lag, median of the step (records) | lag growth (readings/s) "
-        "| sustained | windows in | latency p50 | latency p99 |"
-    )
-    print("|---:|---:|---:|---:|:---:|---:|---:|---:|")
-    for rate, sent, samples, growth, taken in results:
-        latencies = [
-            watch.arrived[key] - ts for key, stamps in taken.items() if key in watch.arrived for ts in stamps
-        ]
-        emitted = sum(1 for key in taken if key in watch.arrived)
-        if latencies:
-            cuts = statistics.quantiles(latencies, n=100)
-            p50, p99 = f"{cuts[49]:.0f} s", f"{cuts[98]:.0f} s"
-        else:
-            p50 = p99 = "-"
-        median = statistics.median(n for _, n in samples)
+    print("|---:|---:|" + "---:|" * len(names) + ":---:|---:|---:|---:|---:|---:|---:|")
+    for step in results:
+        arrived = watch.arrived
+        per_reading = [arrived[k] - ts for k, stamps in step.taken.items() if k in arrived for ts in stamps]
+        # A window ends WINDOW_S after its start; the wait for that end is the window's, not the pipeline's.
+        after_end = [arrived[k] - (k[1] + WINDOW_S) for k in step.taken if k in arrived]
+        emitted = sum(1 for key in step.taken if key in arrived)
+        dead_in = sum(1 for v in watch.dead if v.startswith(NOT_JSON + f"{step.rate} ".encode()))
         # Lag that grows by less than 5 % of the offered rate is noise of the micro-batch cycle.
-        kept_up = growth < 0.05 * rate
+        kept_up = all(g < 0.05 * step.rate for g in step.growth.values())
+        lags = " | ".join(
+            f"{statistics.median(n for _, n in step.samples[q]):,.0f}, {step.growth[q]:,.0f}" for q in names
+        )
         print(
-            f"| {rate:,} | {sent:,} | {median:,.0f} | {growth:,.0f} | {'yes' if kept_up else 'no'} "
-            f"| {emitted}/{len(taken)} | {p50} | {p99} |"
+            f"| {step.rate:,} | {step.sent:,} | {lags} | {'yes' if kept_up else 'no'} "
+            f"| {emitted}/{len(step.taken)} | {dead_in}/{step.dead} | {' | '.join(quantiles(after_end))} "
+            f"| {' | '.join(quantiles(per_reading))} |"
         )
 
 
