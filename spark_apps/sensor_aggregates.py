@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             first = batch.select(F.unix_timestamp("processed_at")).first()
             if first is None:
                 return
-            step = advance(parsed.readings, float(first[0]), state.before(batch_id), timing)
+            step = advance(parsed.readings, float(first[0]), state.before(batch_id), timing).persist()
             closed, late = step.closed.persist(), step.late.persist()
             # State and Parquet first: a crash before the Kafka commit replays the batch, which
             # reads the same state version and overwrites what this run wrote.
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
                 crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             closed.unpersist()
             late.unpersist()
+            step.unpersist()
         finally:
             parsed.unpersist()
 

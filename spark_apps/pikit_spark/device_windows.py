@@ -55,6 +55,19 @@ class Advance:
     )
     late: DataFrame  # the readings' columns and `reason`
     state: dict[str, DataFrame]  # the next version of STATE_SCHEMAS
+    # The new readings and the merged windows, which the outputs above all derive from:
+    # cached once they are first computed, so that writing the state, the windows and the
+    # late readings does not dedup the batch and merge the windows once per output.
+    shared: tuple[DataFrame, ...] = ()
+
+    def persist(self) -> Advance:
+        for frame in self.shared:
+            frame.persist()
+        return self
+
+    def unpersist(self) -> None:
+        for frame in self.shared:
+            frame.unpersist()
 
 
 def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame], timing: Timing) -> Advance:
@@ -111,6 +124,7 @@ def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame
         closed=closed,
         late=late,
         state={"windows": still_open, "devices": devices_after},
+        shared=(fresh, flagged),
     )
 
 
