@@ -9,7 +9,7 @@ say() { printf '    %s\n' "$*"; }
 
 APT_PACKAGES=(
   podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit
-  debootstrap openssh-client python3-venv maven openjdk-17-jre-headless kcat
+  debootstrap openssh-client openssl python3-venv maven openjdk-17-jre-headless kcat
   mtools dosfstools fdisk
 )
 missing=()

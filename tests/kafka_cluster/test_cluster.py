@@ -23,6 +23,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
 
 from pikit.testcerts import certificate, new_key, pem
+from pikit.tlsscan import scan
 from tests.conftest import REPO
 from tests.kafka_cluster.admin_module import kafka_admin
 
@@ -188,6 +189,21 @@ def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
     options = ssl_options(principal=None)
     options["ssl_certfile"] = str(bundle)
     _refused(**options)
+
+
+def listeners() -> list[str]:
+    """Every TLS listener of the layout: controllers' 9093, brokers' client 9092 and internal 9094."""
+    ports = {"c": [9093], "b": [9092, 9094]}
+    return [f"{ip}:{port}" for _, ip, roles in NODES for role in roles for port in ports[role]]
+
+
+@pytest.mark.parametrize("address", listeners())
+def test_every_listener_offers_tls13_and_tls12_with_forward_secret_aead_only(address: str) -> None:
+    offer = scan(address, PKI / "ca.crt", PKI / "clients" / "admin.pem")
+    print(f"\n{address}: {sorted(offer.protocols)}; { ({p: sorted(s) for p, s in offer.suites.items()}) }")
+    assert offer.protocols == {"TLSv1.2", "TLSv1.3"}, f"{address} offers {sorted(offer.protocols)}"
+    assert offer.suites.get("TLSv1.2") and offer.suites.get("TLSv1.3"), f"{address}: {offer.suites}"
+    assert offer.weaker_than_aead() == [], f"{address} offers {offer.weaker_than_aead()}"
 
 
 def test_an_edge_device_may_produce_readings_and_nothing_else() -> None:

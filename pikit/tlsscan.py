@@ -1,0 +1,111 @@
+"""What a TLS listener offers, found the way a scanner finds it: one `openssl s_client`
+handshake per protocol version and per cipher suite that this OpenSSL knows.
+
+    python -m pikit.tlsscan HOST:PORT --ca CA.crt [--cert CLIENT.pem]
+
+A listener that demands a client certificate (mTLS) is scanned with one, so that a refusal
+means the suite or the version, not the missing certificate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# s_client's switch for each version; the old ones only at security level 0, or this
+# OpenSSL would refuse them itself and the scan would prove nothing about the server.
+PROTOCOLS = {"TLSv1": "-tls1", "TLSv1.1": "-tls1_1", "TLSv1.2": "-tls1_2", "TLSv1.3": "-tls1_3"}
+TLS13_SUITES = [
+    "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256",
+]  # fmt: skip
+# Forward secrecy and an AEAD cipher: what the kit's default policy allows under TLS 1.2.
+AEAD_TLS12 = {
+    "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+}  # fmt: skip
+AEAD_TLS13 = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+
+
+@dataclass
+class Offer:
+    protocols: set[str] = field(default_factory=set)
+    suites: dict[str, set[str]] = field(default_factory=dict)  # protocol -> suites accepted
+
+    def weaker_than_aead(self) -> list[str]:
+        """Everything accepted beyond TLS 1.3/1.2 with forward-secret AEAD suites."""
+        found = [f"{p} accepted" for p in sorted(self.protocols - {"TLSv1.2", "TLSv1.3"})]
+        found += [f"TLSv1.2 {s}" for s in sorted(self.suites.get("TLSv1.2", set()) - AEAD_TLS12)]
+        found += [f"TLSv1.3 {s}" for s in sorted(self.suites.get("TLSv1.3", set()) - AEAD_TLS13)]
+        return found
+
+
+def tls12_suites() -> list[str]:
+    """Every TLS 1.2 suite this OpenSSL can offer, weak ones included."""
+    out = subprocess.run(
+        ["openssl", "ciphers", "-tls1_2", "ALL:COMPLEMENTOFALL:@SECLEVEL=0"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return [s for s in out.strip().split(":") if s and s not in TLS13_SUITES]
+
+
+def handshake(
+    address: str, ca: Path, cert: Path | None, protocol: str, suite: str | None = None
+) -> str | None:
+    """The suite negotiated, or None when the server refused."""
+    cmd = ["openssl", "s_client", "-connect", address, "-CAfile", str(ca), PROTOCOLS[protocol]]
+    if cert:
+        cmd += ["-cert", str(cert), "-key", str(cert)]
+    if protocol == "TLSv1.3":
+        cmd += ["-ciphersuites", suite or ":".join(TLS13_SUITES)]
+    else:
+        cmd += ["-cipher", f"{suite or 'ALL:COMPLEMENTOFALL'}:@SECLEVEL=0"]
+    try:
+        result = subprocess.run(cmd, input=b"", capture_output=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in result.stdout.decode(errors="replace").splitlines():
+        # "New, TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"; "(NONE)" when nothing was agreed.
+        if line.startswith("New, ") and "Cipher is " in line:
+            negotiated = line.split("Cipher is ", 1)[1].strip()
+            return None if negotiated == "(NONE)" or result.returncode else negotiated
+    return None
+
+
+def scan(address: str, ca: Path, cert: Path | None = None, workers: int = 8) -> Offer:
+    offer = Offer()
+    jobs: list[tuple[str, str | None]] = [(p, None) for p in PROTOCOLS]
+    jobs += [("TLSv1.3", s) for s in TLS13_SUITES] + [("TLSv1.2", s) for s in tls12_suites()]
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(lambda job: (job, handshake(address, ca, cert, *job)), jobs))
+    for (protocol, suite), negotiated in results:
+        if negotiated is None:
+            continue
+        if suite is None:
+            offer.protocols.add(protocol)
+        else:
+            offer.suites.setdefault(protocol, set()).add(negotiated)
+    return offer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("address", help="HOST:PORT")
+    parser.add_argument("--ca", type=Path, required=True)
+    parser.add_argument("--cert", type=Path, help="client key and certificate (PEM), for mTLS listeners")
+    args = parser.parse_args()
+    offer = scan(args.address, args.ca, args.cert)
+    print("protocols:", ", ".join(sorted(offer.protocols)) or "none")
+    for protocol, suites in sorted(offer.suites.items()):
+        print(f"{protocol}: {', '.join(sorted(suites))}")
+    weak = offer.weaker_than_aead()
+    print("weaker than TLS 1.2/1.3 with forward-secret AEAD:", ", ".join(weak) if weak else "nothing")
+    raise SystemExit(1 if weak else 0)
+
+
+if __name__ == "__main__":
+    main()
