@@ -31,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -215,6 +216,24 @@ def test_site_converges(site: Site) -> None:
     hosts = {f"e2e-{host}" for host in ("pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2")}
     assert set(site.first_recap) == hosts
     wait_for("readings of both agents", lambda: {r.device for r in raw_readings(site)} >= set(EDGES), 120)
+
+
+def test_the_spark_master_refuses_an_unauthenticated_kill(site: Site) -> None:
+    (app,) = wait_for("the app to run", one_app, 240)
+    request = urllib.request.Request(
+        f"http://{SUBNET_TO}14:8080/app/kill/?id={app}&terminate=true", data=b"", method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status = response.status
+    except urllib.error.HTTPError as refused:
+        status = refused.code
+    time.sleep(20)  # longer than the unit's RestartSec: a killed app would be back under a new id
+    print(f"\n[ui] POST /app/kill/ for {app}: HTTP {status}; apps now {app_ids()}")
+    assert status >= 400, f"the master accepted the kill request (HTTP {status})"
+    assert app_ids() == [app], "the app was killed through the UI"
+    with contextlib.suppress(OSError), socket.create_connection((f"{SUBNET_TO}14", 6066), timeout=3):
+        raise AssertionError("the master's REST submission server (6066) is listening")
 
 
 def test_e_bad_input_and_a_late_device(site: Site) -> None:
