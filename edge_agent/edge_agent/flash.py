@@ -133,6 +133,18 @@ class Device:
     wifi_password: str | None = None
     wifi_country: str = "GB"
 
+    @property
+    def wifi_psk(self) -> str:
+        """The WPA2 key itself (64 hex digits), so that the card never holds the passphrase.
+
+        802.11i: PBKDF2-HMAC-SHA1(passphrase, SSID, 4096 rounds, 32 bytes). NetworkManager's
+        `psk=` and netplan's `password` take it in place of a passphrase. (A WPA3-only
+        network needs the passphrase itself; WPA2 and WPA2/WPA3 transition networks take this.)
+        """
+        assert self.wifi_ssid is not None and self.wifi_password is not None
+        key = hashlib.pbkdf2_hmac("sha1", self.wifi_password.encode(), self.wifi_ssid.encode(), 4096, 32)
+        return key.hex()
+
     def validate(self) -> None:
         if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", self.hostname):
             raise FlashError(f"--hostname {self.hostname!r}: use lowercase letters, digits and hyphens")
@@ -267,7 +279,7 @@ mode=infrastructure
 ssid={device.wifi_ssid}
 [wifi-security]
 key-mgmt=wpa-psk
-psk={device.wifi_password}
+psk={device.wifi_psk}
 [ipv4]
 method=auto
 [ipv6]
@@ -343,7 +355,7 @@ def cloud_init_files(device: Device) -> dict[str, bytes]:
                         "dhcp4": True,
                         "optional": True,
                         "regulatory-domain": device.wifi_country,
-                        "access-points": {device.wifi_ssid: {"password": device.wifi_password}},
+                        "access-points": {device.wifi_ssid: {"password": device.wifi_psk}},
                     }
                 },
             }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from edge_agent.cli import main
-from edge_agent.flash import MARKER, unit
+from edge_agent.flash import MARKER, Device, cloud_init_files, unit
 
 from tests.conftest import REPO
 
@@ -96,6 +96,10 @@ def test_bookworm_image_gets_firstrun(tmp_path: Path, inputs: dict[str, Path]) -
     assert cmdline.count("\n") == 1 and cmdline.startswith(CMDLINE.strip() + " systemd.run=/boot/firstrun.sh")
     script = read_back(image, "firstrun.sh", tmp_path).decode()
     assert MARKER in script and "NAME=edge-7" in script and "ssid=farm net" in script
+    assert (
+        "s3cret-pass" not in script
+        and f"psk={Device('e', 'pi', 'k', 'farm net', 's3cret-pass').wifi_psk}\n" in script
+    )
     subprocess.run(["bash", "-n"], input=script.encode(), check=True)
     install = read_back(image, "pikit/install.sh", tmp_path).decode()
     subprocess.run(["bash", "-n"], input=install.encode(), check=True)
@@ -124,6 +128,21 @@ def test_trixie_image_gets_cloud_init(tmp_path: Path, inputs: dict[str, Path]) -
     assert read_back(image, "network-config", tmp_path) == b"network: {version: 2}\n"  # no Wi-Fi asked for
     assert read_back(image, "cmdline.txt", tmp_path).decode() == CMDLINE.strip() + " ds=nocloud\n"
     assert "firstrun.sh" not in listing(image)
+
+
+def test_the_wifi_key_is_the_80211i_psk_not_the_passphrase() -> None:
+    # IEEE 802.11i-2004, annex H.4.1, first test vector.
+    device = Device("edge-7", "pi", "k", wifi_ssid="IEEE", wifi_password="password")
+    assert device.wifi_psk == "f42c6fc52df0ebef9ebb4b90b38a5f902e83fe1b135a70e23aed762e9710a12e"
+
+
+def test_cloud_init_network_config_holds_the_psk(tmp_path: Path) -> None:
+    device = Device("edge-7", "pi", "ssh-ed25519 AAAA u@h", wifi_ssid="farm net", wifi_password="s3cret-pass")
+    network = cloud_init_files(device)["network-config"].decode()
+    assert "s3cret-pass" not in network
+    assert json.loads(network.split("\n", 1)[1])["network"]["wifis"]["wlan0"]["access-points"] == {
+        "farm net": {"password": device.wifi_psk}
+    }
 
 
 def test_explicit_format_overrides_detection(tmp_path: Path, inputs: dict[str, Path]) -> None:
