@@ -37,9 +37,15 @@ BROKERS = [name for name, _, roles in NODES if "b" in roles]
 BOOTSTRAP = [f"{ip}:9092" for _, ip, roles in NODES if "b" in roles]
 PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
 READINGS = "sensor-readings"
+# The lab's SASL_SSL listener and its SCRAM user (inventory/lab/group_vars/all.yml).
+SASL_PORT = int(os.environ.get("KAFKA_TEST_SASL_PORT", "0"))
+SCRAM_USER = "dashboard"
 
-if not NODES:
-    pytest.fail("no lab to verify: KAFKA_TEST_NODES is unset (run through molecule)", pytrace=False)
+if not NODES or not SASL_PORT:
+    pytest.fail(
+        "no lab to verify: KAFKA_TEST_NODES or KAFKA_TEST_SASL_PORT is unset (run through molecule)",
+        pytrace=False,
+    )
 
 
 def ssl_options(principal: str | None = "admin", ca: Path | None = None) -> dict[str, Any]:
@@ -193,7 +199,7 @@ def test_a_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
 
 def listeners() -> list[str]:
     """Every TLS listener of the layout: controllers' 9093, brokers' client 9092 and internal 9094."""
-    ports = {"c": [9093], "b": [9092, 9094]}
+    ports = {"c": [9093], "b": [9092, 9094, SASL_PORT]}
     return [f"{ip}:{port}" for _, ip, roles in NODES for role in roles for port in ports[role]]
 
 
@@ -204,6 +210,65 @@ def test_every_listener_offers_tls13_and_tls12_with_forward_secret_aead_only(add
     assert offer.protocols == {"TLSv1.2", "TLSv1.3"}, f"{address} offers {sorted(offer.protocols)}"
     assert offer.suites.get("TLSv1.2") and offer.suites.get("TLSv1.3"), f"{address}: {offer.suites}"
     assert offer.weaker_than_aead() == [], f"{address} offers {offer.weaker_than_aead()}"
+
+
+def scram_options(password: str | None = None) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": [f"{ip}:{SASL_PORT}" for _, ip, roles in NODES if "b" in roles],
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": SCRAM_USER,
+        "sasl_plain_password": password or scram_password(),
+        "ssl_cafile": str(PKI / "ca.crt"),
+        "ssl_check_hostname": True,
+    }
+
+
+def scram_password() -> str:
+    path = PKI.parent / "kafka" / "scram" / SCRAM_USER
+    assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+    return path.read_text().strip()
+
+
+def kcat_scram(*args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+    broker = next(f"{ip}:{SASL_PORT}" for _, ip, roles in NODES if "b" in roles)
+    return subprocess.run(
+        ["kcat", "-b", broker, "-m", "15", *args, "-X", "security.protocol=SASL_SSL",
+         "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", f"sasl.username={SCRAM_USER}",
+         "-X", f"sasl.password={password or scram_password()}", "-X", f"ssl.ca.location={PKI / 'ca.crt'}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_scram_user_reads_what_its_acls_allow_with_kafka_python_and_kcat() -> None:
+    marker = f"scram-check-{time.time()}".encode()
+    producer = KafkaProducer(**ssl_options(), acks="all")
+    producer.send("sensor-aggregates", key=b"verify", value=marker).get(timeout=60)
+    producer.close()
+    consumer = KafkaConsumer(
+        "sensor-aggregates", **scram_options(), group_id="dashboard-verify",
+        auto_offset_reset="earliest", consumer_timeout_ms=15000,
+    )  # fmt: skip
+    try:
+        assert marker in {record.value for record in consumer}, "kafka-python over SCRAM did not read it"
+    finally:
+        consumer.close()
+    read = kcat_scram("-C", "-t", "sensor-aggregates", "-o", "beginning", "-e", "-q")
+    assert read.returncode == 0 and marker.decode() in read.stdout, read.stderr[-1000:]
+    # Read-only: its ACLs give it no write.
+    scram_producer = KafkaProducer(**scram_options(), acks="all", max_block_ms=20000)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            scram_producer.send("sensor-aggregates", b"forged").get(timeout=60)
+    finally:
+        scram_producer.close(timeout=10)
+
+
+def test_a_wrong_scram_password_is_refused() -> None:
+    with pytest.raises(KafkaError):
+        KafkaAdminClient(**scram_options("not-the-password-1"), bootstrap_timeout_ms=10000)
+    listed = kcat_scram("-L", password="not-the-password-1")
+    assert listed.returncode != 0 or "Authentication failed" in listed.stderr, listed.stdout[-500:]
 
 
 def test_an_edge_device_may_produce_readings_and_nothing_else() -> None:

@@ -88,6 +88,27 @@ def test_dedicated_layout(tmp_path: Path) -> None:
     assert broker["min.insync.replicas"] == "1"
 
 
+def test_tls_policy_and_the_sasl_listener(tmp_path: Path) -> None:
+    props = render(tmp_path, DEDICATED, {"kafka_sasl_port": 9095})
+    broker, controller = props["brk-1"], props["ctl-1"]
+    assert broker["listeners"] == "CLIENT://0.0.0.0:9092,INTERNAL://0.0.0.0:9094,SASL://0.0.0.0:9095"
+    assert broker["advertised.listeners"].endswith(",SASL://127.0.0.21:9095")
+    assert broker["listener.security.protocol.map"] == "CLIENT:SSL,INTERNAL:SSL,CONTROLLER:SSL,SASL:SASL_SSL"
+    assert broker["listener.name.sasl.ssl.client.auth"] == "none"
+    assert broker["listener.name.sasl.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert "listener.name.sasl.ssl.client.auth" not in controller
+    for node in (broker, controller):
+        assert node["ssl.client.auth"] == "required"
+        assert node["ssl.enabled.protocols"] == "TLSv1.3,TLSv1.2"
+        suites = node["ssl.cipher.suites"].split(",")
+        assert suites[:3] == [
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_AES_256_GCM_SHA384",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ]
+        assert all("_ECDHE_" in s and ("_GCM_" in s or "CHACHA20" in s) for s in suites[3:])
+
+
 def test_plaintext_only_when_asked_and_extras_win(tmp_path: Path) -> None:
     props = render(
         tmp_path,
@@ -133,6 +154,22 @@ def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
         (3, 3, {"kafka_node_id": 7}, "kafka_node_id is not unique"),
         (3, 3, {"kafka_internal_port": 9092}, "must differ"),
         (3, 3, {"kafka_heap_mb": "lots"}, "kafka_heap_mb"),
+        (
+            3,
+            3,
+            {"kafka_scram_users": [{"name": "dash"}]},
+            "kafka_scram_users (['dash']) needs kafka_sasl_port > 0",
+        ),
+        (3, 3, {"kafka_sasl_port": 9092}, "must differ"),
+        (
+            3,
+            3,
+            {
+                "kafka_sasl_port": 9095,
+                "kafka_scram_users": [{"name": "dash", "password": "has,a-comma-in-it"}],
+            },
+            "the password of dash is shorter than 12 characters or holds a comma",
+        ),
         (
             3,
             2,

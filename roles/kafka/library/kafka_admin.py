@@ -17,6 +17,8 @@ description:
   - C(action=reconcile) creates missing topics, raises partition counts, sets the listed topic
     configs (incrementally), and reports drift it will not fix (replication factor, fewer partitions).
     It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed.
+    It creates the listed SCRAM-SHA-512 users and resets a user's password when a login with the
+    listed one fails on I(sasl_bootstrap_servers); users it does not list are reported as drift.
   - C(action=health) reports under-replicated and offline partitions, registered brokers and the
     metadata quorum's voter lag; with I(wait_timeout) it waits until the cluster is healthy.
 options:
@@ -31,6 +33,9 @@ options:
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
   wait_timeout: {type: int, default: 0, description: Seconds to wait for health (0 reports once).}
+  scram_users: {type: list, elements: dict, default: [], description: "SCRAM users, {name, password}."}
+  scram_iterations: {type: int, default: 8192, description: SCRAM-SHA-512 iterations.}
+  sasl_bootstrap_servers: {type: list, elements: str, default: [], description: The SASL_SSL listeners.}
 author: pikit
 """
 
@@ -55,7 +60,10 @@ try:
         ResourcePattern,
         ResourcePatternFilter,
         ResourceType,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
     )
+    from kafka.errors import KafkaError
 
     HAS_KAFKA = True
 except ImportError:  # reported by main() through fail_json
@@ -216,6 +224,53 @@ def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> t
     return changes, drift
 
 
+def scram_login_works(params: dict[str, Any], user: dict[str, str]) -> bool:
+    """A SCRAM login with this password succeeds: the password the cluster holds is this one."""
+    try:
+        admin = KafkaAdminClient(
+            bootstrap_servers=params["sasl_bootstrap_servers"],
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username=user["name"],
+            sasl_plain_password=user["password"],
+            ssl_cafile=params["ssl_cafile"],
+            request_timeout_ms=10000,
+            bootstrap_timeout_ms=10000,
+        )
+    except KafkaError:  # a refused login surfaces as a bootstrap timeout
+        return False
+    admin.close()
+    return True
+
+
+def reconcile_scram(admin: Any, params: dict[str, Any], check: bool) -> tuple[list[str], list[str]]:
+    users, iterations = params["scram_users"], params["scram_iterations"]
+    known = admin.describe_user_scram_credentials() if users or params["sasl_bootstrap_servers"] else {}
+    changes, upserts = [], []
+    for user in users:
+        infos = (known.get(user["name"]) or {}).get("credential_infos") or []
+        current = any(
+            i["mechanism"] == ScramMechanism.SCRAM_SHA_512 and i["iterations"] == iterations for i in infos
+        )
+        if current and scram_login_works(params, user):
+            continue
+        changes.append(f"SCRAM user {user['name']}: {'password reset' if infos else 'created'}")
+        upserts.append(
+            UserScramCredentialUpsertion(
+                user["name"], ScramMechanism.SCRAM_SHA_512, user["password"], iterations
+            )
+        )
+    if upserts and not check:
+        failed = {name: error for name, error in admin.alter_user_scram_credentials(upserts).items() if error}
+        if failed:
+            raise RuntimeError(f"SCRAM credentials not stored: {failed}")
+    listed = {user["name"] for user in users}
+    drift = [
+        f"SCRAM user {name} is not in kafka_scram_users (left alone)" for name in sorted(set(known) - listed)
+    ]
+    return changes, drift
+
+
 def health_report(admin: Any, expect_brokers: int, max_lag: int) -> dict[str, Any]:
     urp, offline = [], []
     for topic in admin.describe_topics():
@@ -282,12 +337,13 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
     try:
         changes, drift = reconcile_topics(admin, params["topics"], check)
         acl_changes, acl_drift = reconcile_acls(admin, params["acls"], params["remove_extra_acls"], check)
+        scram_changes, scram_drift = reconcile_scram(admin, params, check)
     finally:
         admin.close()
     return {
-        "changed": bool(changes or acl_changes),
-        "changes": changes + acl_changes,
-        "drift": drift + acl_drift,
+        "changed": bool(changes or acl_changes or scram_changes),
+        "changes": changes + acl_changes + scram_changes,
+        "drift": drift + acl_drift + scram_drift,
     }
 
 
@@ -307,6 +363,9 @@ def main() -> None:
             "expect_brokers": {"type": "int", "default": 0},
             "max_quorum_lag": {"type": "int", "default": 100},
             "wait_timeout": {"type": "int", "default": 0},
+            "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
+            "scram_iterations": {"type": "int", "default": 8192},
+            "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
