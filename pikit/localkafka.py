@@ -29,15 +29,18 @@ def cached_kafka() -> Path:
 
 
 class LocalBroker:
-    """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener."""
+    """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener, and
+    with `sasl` as well a SASL_SSL listener taking SCRAM-SHA-512 (`sasl_address`)."""
 
-    def __init__(self, work: Path, tls: tuple[Path, Path] | None = None) -> None:
+    def __init__(self, work: Path, tls: tuple[Path, Path] | None = None, sasl: bool = False) -> None:
+        assert tls or not sasl, "the SASL_SSL listener needs tls"
         self.work = work
         with tarfile.open(cached_kafka()) as tar:
             tar.extractall(work, filter="data")
         self.home = next(p for p in work.iterdir() if p.is_dir())
         self.port, controller = free_port(), free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.sasl_address = f"127.0.0.1:{free_port()}" if sasl else ""
         self.props = work / "server.properties"
         client = "SSL" if tls else "PLAINTEXT"
         tls_lines = (
@@ -51,6 +54,18 @@ class LocalBroker:
             if tls
             else []
         )
+        sasl_listener = f",SASL://{self.sasl_address}" if sasl else ""
+        sasl_protocol = ",SASL:SASL_SSL" if sasl else ""
+        sasl_lines = (
+            [
+                "listener.name.sasl.ssl.client.auth=none",
+                "listener.name.sasl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "listener.name.sasl.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            ]
+            if sasl
+            else []
+        )
         self.props.write_text(
             "\n".join(
                 [
@@ -58,11 +73,12 @@ class LocalBroker:
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                    f"listeners=CLIENT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-                    f"advertised.listeners=CLIENT://127.0.0.1:{self.port}",
+                    f"listeners=CLIENT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}{sasl_listener}",
+                    f"advertised.listeners=CLIENT://127.0.0.1:{self.port}{sasl_listener}",
                     "controller.listener.names=CONTROLLER",
                     "inter.broker.listener.name=CLIENT",
-                    f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:{client}",
+                    f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:{client}{sasl_protocol}",
+                    *sasl_lines,
                     f"log.dirs={work / 'data'}",
                     "offsets.topic.replication.factor=1",
                     "transaction.state.log.replication.factor=1",

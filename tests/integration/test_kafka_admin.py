@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pikit.localkafka import LocalBroker
+from pikit.testcerts import certificate, new_key, pem
 from tests.kafka_cluster.admin_module import kafka_admin
 
 
@@ -22,6 +26,9 @@ def params(broker: str, **overrides: Any) -> dict[str, Any]:
         "expect_brokers": 1,
         "max_quorum_lag": 100,
         "wait_timeout": 0,
+        "scram_users": [],
+        "scram_iterations": 8192,
+        "sasl_bootstrap_servers": [],
     }
     return {**base, **overrides}
 
@@ -109,3 +116,45 @@ def test_health_waits_then_fails_when_brokers_are_missing(broker: str) -> None:
 def test_an_unknown_operation_is_named(broker: str) -> None:
     with pytest.raises(ValueError, match=r"kafka_acls entry for User:edge-9: unknown operations \['FLY'\]"):
         kafka_admin.run(params(broker, acls=[{**EDGE_ACL, "operations": ["fly"]}]), check=False)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBroker, Path, Path]]:
+    """A broker with an mTLS listener (the admin, CN=bench, a super user) and a SASL_SSL one."""
+    work = tmp_path_factory.mktemp("kafka-sasl")
+    ca_key, key = new_key(), new_key()
+    ca, bundle = work / "ca.crt", work / "bench.pem"
+    ca.write_bytes(pem(None, certificate("it CA", ca_key, "it CA", ca_key, ca=True)))
+    bundle.write_bytes(pem(key, certificate("bench", key, "it CA", ca_key, ip="127.0.0.1")))
+    local = LocalBroker(work / "kafka", tls=(bundle, ca), sasl=True)
+    local.start()
+    yield local, ca, bundle
+    local.stop()
+
+
+def test_scram_users_are_created_kept_and_reset_when_their_password_changes(
+    sasl_broker: tuple[LocalBroker, Path, Path],
+) -> None:
+    local, ca, bundle = sasl_broker
+    base = params(
+        local.address, security_protocol="SSL", ssl_cafile=str(ca), ssl_certfile=str(bundle),
+        sasl_bootstrap_servers=[local.sasl_address],
+    )  # fmt: skip
+    first = {"name": "dashboard", "password": "first-password-1"}
+    second = {"name": "dashboard", "password": "second-password-2"}
+    assert kafka_admin.run({**base, "scram_users": [first]}, check=False)["changes"] == [
+        "SCRAM user dashboard: created"
+    ]
+    again = kafka_admin.run({**base, "scram_users": [first]}, check=False)
+    assert not again["changed"] and again["drift"] == []
+    assert kafka_admin.scram_login_works(base, first) and not kafka_admin.scram_login_works(base, second)
+    # In check mode a changed password is reported, not stored.
+    checked = kafka_admin.run({**base, "scram_users": [second]}, check=True)
+    assert checked["changes"] == ["SCRAM user dashboard: password reset"]
+    assert kafka_admin.scram_login_works(base, first)
+    reset = kafka_admin.run({**base, "scram_users": [second]}, check=False)
+    assert reset["changes"] == ["SCRAM user dashboard: password reset"]
+    assert kafka_admin.scram_login_works(base, second) and not kafka_admin.scram_login_works(base, first)
+    unlisted = kafka_admin.run(base, check=False)
+    assert not unlisted["changed"]
+    assert unlisted["drift"] == ["SCRAM user dashboard is not in kafka_scram_users (left alone)"]
