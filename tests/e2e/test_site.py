@@ -67,7 +67,7 @@ class Site:
         self.logs = root
         self.first_recap: dict[str, int] = {}
 
-    def playbook(self, name: str, log: str) -> str:
+    def playbook(self, name: str, log: str, *extra: str) -> str:
         env = {
             **os.environ,
             "PATH": f"{REPO / '.venv/bin'}:{os.environ['PATH']}",
@@ -77,7 +77,7 @@ class Site:
         }
         started = time.monotonic()
         proc = subprocess.run(
-            ["ansible-playbook", "-i", self.inventory, REPO / "playbooks" / name],
+            ["ansible-playbook", "-i", self.inventory, REPO / "playbooks" / name, *extra],
             capture_output=True, text=True, env=env, check=False, cwd=REPO,
         )  # fmt: skip
         out = proc.stdout + proc.stderr
@@ -351,6 +351,26 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     # consumers drop it as duplicates, and the judge above found no seq gap.
     print(f"[d] duplicates dropped {duplicates_before} -> {model.duplicates}")
     assert model.duplicates > duplicates_before, "the round acknowledged before the kill was resent"
+
+
+@pytest.mark.ops
+def test_f_every_certificate_renewed_while_the_agents_produce(site: Site) -> None:
+    pki = site.state / "pki"
+    issued = sorted([*pki.glob("issued/*.crt"), *pki.glob("clients/*.crt")])
+    before = {p.name: p.read_bytes() for p in [*issued, pki / "ca.crt"]}
+    started = time.time()
+    # A renewal window longer than any lifetime: site.yml issues every node, device and client
+    # certificate again, and restarts each service behind its health gate.
+    site.playbook("site.yml", "site-renew.log", "-e", "pki_renew_before_days=100000")
+    renewed = sorted(p.name for p in issued if p.read_bytes() != before[p.name])
+    print(f"\n[f] {len(renewed)} of {len(issued)} certificates renewed in {time.time() - started:.0f}s")
+    assert renewed == sorted(p.name for p in issued), "every node, device and client certificate renewed"
+    assert (pki / "ca.crt").read_bytes() == before["ca.crt"], "the CA stays"
+    report = site.playbook("certs.yml", "certs.log")
+    assert "expired" not in report
+    back = time.time()
+    wait_for("both devices' readings after the renewal", lambda: after(site, back), 240)
+    judge(site, "f: every certificate renewed while the agents produce")
 
 
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
