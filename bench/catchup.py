@@ -70,7 +70,6 @@ STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
 }
-WORK = "/srv/pikit/shared/bench-catchup"
 
 
 def groups() -> dict[str, list[str]]:
@@ -102,25 +101,33 @@ class SubmitLine:
         self.spark, self.app, self.app_args = tokens[:at], tokens[at], tokens[at + 1 :]
         self.properties = self.app_args[self.app_args.index("--kafka-properties") + 1]
         self.cores = int(self.spark[self.spark.index("--total-executor-cores") + 1])
+        # <spark_shared_dir>/checkpoints/sensor_aggregates: the storage every Spark node shares.
+        checkpoint = self.app_args[self.app_args.index("--checkpoint-dir") + 1]
+        self.work = f"{checkpoint.rstrip('/').rsplit('/', 2)[0]}/bench-catchup"
 
     def aggregates(self, run: str) -> list[str]:
         return [
-            *self.spark, self.app, *self.app_args, *common(run),
+            *self.spark, self.app, *self.app_args, *self.common(run),
             "--aggregates-topic", OUTPUTS["aggregates"], "--late-topic", OUTPUTS["late"],
-            "--dead-letter-topic", OUTPUTS["dead-letter"], "--output-dir", f"{WORK}/{run}/output",
+            "--dead-letter-topic", OUTPUTS["dead-letter"], "--output-dir", f"{self.work}/{run}/output",
             # A fresh checkpoint each round against the same marker topic, on purpose.
             "--adopt-new-checkpoint",
         ]  # fmt: skip
 
     def count(self, run: str) -> list[str]:
-        return [*self.spark, f"{WORK}/spark_count.py", "--kafka-properties", self.properties, *common(run)]
+        return [
+            *self.spark,
+            f"{self.work}/spark_count.py",
+            "--kafka-properties",
+            self.properties,
+            *self.common(run),
+        ]
 
-
-def common(run: str) -> list[str]:
-    return [
-        "--readings-topic", READINGS, "--checkpoint-dir", f"{WORK}/{run}/checkpoint",
-        "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "WARNING",
-    ]  # fmt: skip
+    def common(self, run: str) -> list[str]:
+        return [
+            "--readings-topic", READINGS, "--checkpoint-dir", f"{self.work}/{run}/checkpoint",
+            "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "WARNING",
+        ]  # fmt: skip
 
 
 def fill(client: dict[str, Any], readings: int, devices: int) -> int:
@@ -216,13 +223,13 @@ def main() -> None:
     results: dict[str, list[tuple[float, float]]] = {"sensor_aggregates": [], "count only (ceiling)": []}
     with bench_topics(admin, partitions, principal):
         records = fill(client, args.readings, args.devices)
-        readings = records * PER_RECORD if args.readings % (args.devices * PER_RECORD) == 0 else args.readings
+        readings = args.readings // args.devices * args.devices
         print(
             f"filled {READINGS}: {records:,} records, {readings:,} readings, {partitions} partitions",
             flush=True,
         )
-        sh(master, "mkdir", "-p", WORK, user=submit.user)
-        sh(master, "sh", "-c", f"cat > {WORK}/spark_count.py", user=submit.user,
+        sh(master, "mkdir", "-p", submit.work, user=submit.user)
+        sh(master, "sh", "-c", f"cat > {submit.work}/spark_count.py", user=submit.user,
            stdin=(REPO / "bench/spark_count.py").read_bytes())  # fmt: skip
         with quiet_lab(g):
             for r in range(args.rounds):
@@ -233,12 +240,12 @@ def main() -> None:
                     started = time.monotonic()
                     sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)}", user=submit.user)
                     wall = time.monotonic() - started
-                    seconds, consumed = drained(master, f"{WORK}/{run}/checkpoint")
+                    seconds, consumed = drained(master, f"{submit.work}/{run}/checkpoint")
                     assert consumed == records, f"{name} consumed {consumed} of {records} records"
                     results[name].append((seconds, wall))
                     print(f"round {r + 1}: {name}: {readings / seconds:,.0f} readings/s "
                           f"(drain {seconds:.1f} s, wall {wall:.1f} s)", flush=True)  # fmt: skip
-        sh(master, "rm", "-rf", WORK, user=submit.user)
+        sh(master, "rm", "-rf", submit.work, user=submit.user)
     report(readings, records, submit.cores, args.rounds, results)
 
 
