@@ -96,6 +96,7 @@ def lint_phases() -> list[tuple[str, Step]]:
         ("ruff", _cmd("ruff", "check", ".")),
         ("ruff format", _cmd("ruff", "format", "--check", ".")),
         ("mypy", _cmd("mypy")),
+        ("role README tables", _cmd(VENV_BIN / "python", "-m", "pikit.roledocs", "--check")),
     ]
 
 
