@@ -31,16 +31,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pikit.localkafka import REPO, LocalBroker
-from pikit.testcerts import certificate, new_key, pem
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-
 from edge_agent.config import parse
 from edge_agent.contract import Reading
 from edge_agent.metrics import Metrics
 from edge_agent.sender import Sender, envelope
 from edge_agent.spool import Record, Spool
+
+from pikit.localkafka import LocalBroker
+from pikit.testcerts import certificate, new_key, pem
 
 PER_RECORD = 100
 PRODUCER_CORE = "1"

@@ -21,13 +21,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.agent_drain import make_tls, readings
-from pikit.localkafka import REPO, LocalBroker, free_port
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-
 from edge_agent.config import SpoolConfig
 from edge_agent.spool import Spool
+
+from bench.agent_drain import make_tls, readings
+from pikit.localkafka import REPO, LocalBroker, free_port
 
 SCRAPE_EVERY = 5.0
 SAMPLE_EVERY = 0.1

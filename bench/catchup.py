@@ -30,12 +30,12 @@ import json
 import shlex
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
+from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from kafka.admin import (
     ACL,
@@ -53,9 +53,6 @@ from kafka.admin import (
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home
 from pikit.topic import mtls_client
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-from edge_agent.contract import Reading, encode_batch
 
 PREFIX = "pikit-bench-"
 READINGS = f"{PREFIX}readings"

@@ -27,22 +27,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.history import module_at
-from pikit.localkafka import REPO
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-sys.path.insert(0, str(REPO / "spark_apps"))
-
 from edge_agent.contract import Reading, encode_batch
 from pikit_spark import readings as now
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from bench.history import module_at
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 PER_RECORD = 100

@@ -21,7 +21,6 @@ import json
 import random
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -29,14 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home
 from pikit.topic import mtls_client
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-from edge_agent.contract import Reading, encode_batch
 
 DEVICES = [f"bench-{i}" for i in range(10)]
 TOPIC = "sensor-readings"

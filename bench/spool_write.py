@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from edge_agent.spool import Spool
 
 from bench.history import module_at
 from pikit.localkafka import REPO
@@ -46,8 +47,6 @@ def main() -> None:
     parser.add_argument("--readings", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "edge_agent"))
-    from edge_agent.spool import Spool
 
     with tempfile.TemporaryDirectory(dir=REPO) as tmp:  # the repo's disk, not a tmpfs
         work = Path(tmp)

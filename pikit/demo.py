@@ -13,15 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from edge_agent.contract import ContractError, decode_batch
 from kafka import KafkaConsumer, TopicPartition
 
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import REPO, spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
 from pikit.topic import mtls_client, read_to_end
-
-sys.path.insert(0, str(REPO / "edge_agent"))
-from edge_agent.contract import ContractError, decode_batch
 
 
 def _inventory() -> dict[str, Any]:

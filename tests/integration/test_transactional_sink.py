@@ -3,7 +3,6 @@ broker outages and a deleted checkpoint."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -13,14 +12,10 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
+from pikit_spark.sink import LineageError, Record, TransactionalSink
 
 from pikit.localkafka import LocalBroker
 from pikit.topic import read_to_end
-from tests.conftest import REPO
-
-sys.path.insert(0, str(REPO / "spark_apps"))
-
-from pikit_spark.sink import LineageError, Record, TransactionalSink
 
 
 def _topic(broker: str) -> str:

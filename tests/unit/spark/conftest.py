@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
-
-from tests.conftest import REPO
-
-sys.path.insert(0, str(REPO / "spark_apps"))
-
 from pyspark.sql import SparkSession
 
 

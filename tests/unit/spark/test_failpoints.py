@@ -11,12 +11,9 @@ from pathlib import Path
 
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT
 
-from tests.conftest import REPO
-
 # A stand-in driver: a child (the JVM's place) and the caller share a process group.
 DRIVER = textwrap.dedent("""
     import subprocess, sys
-    sys.path.insert(0, sys.argv[3])
     from edge_agent.failpoints import crash_if_armed
     child = subprocess.Popen(["sleep", "60"])
     print(child.pid, flush=True)
@@ -53,7 +50,7 @@ def test_an_armed_failpoint_kills_the_process_group_once(tmp_path: Path) -> None
     flag = tmp_path / "failpoints" / AFTER_KAFKA_COMMIT
     flag.parent.mkdir()
     flag.touch()
-    argv = [sys.executable, "-c", DRIVER, str(tmp_path), AFTER_KAFKA_COMMIT, str(REPO / "edge_agent")]
+    argv = [sys.executable, "-c", DRIVER, str(tmp_path), AFTER_KAFKA_COMMIT]
     proc = run(argv)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     child = int(proc.stdout.split()[0])
