@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_filter_plugin(role: str, module: str) -> ModuleType:
+    """A role's filter plugin module, loaded from its file as Ansible loads it."""
+    spec = importlib.util.spec_from_file_location(
+        module, REPO / "roles" / role / "filter_plugins" / f"{module}.py"
+    )
+    assert spec and spec.loader
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
 
 
 def run_preflight(inventory: Path) -> str:

@@ -28,7 +28,13 @@ def render(
     inventory = tmp_path / "hosts.yml"
     # include_vars (the role's defaults) outranks inventory vars, so overrides go in as extra vars.
     inventory.write_text(yaml.safe_dump({"all": {"children": children}}))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        # The role's vars call its filters; outside a play of the role, say where they are.
+        "ANSIBLE_FILTER_PLUGINS": str(REPO / "roles/kafka/filter_plugins"),
+    }
     proc = subprocess.run(
         [
             REPO / ".venv/bin/ansible-playbook",

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_filter_plugin
 
 
 def load() -> ModuleType:
-    path = REPO / "roles/kafka/filter_plugins/kafka_filters.py"
-    spec = importlib.util.spec_from_file_location("kafka_filters", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_filter_plugin("kafka", "kafka_filters")
 
 
 filters = load()
@@ -43,3 +37,40 @@ def test_a_comma_or_double_quote_is_refused_naming_the_user(password: str) -> No
 
 def test_the_role_exposes_the_filter() -> None:
     assert "kafka_scram_format_args" in filters.FilterModule().filters()
+
+
+def test_voters_list_each_controller_as_id_at_address_and_port() -> None:
+    nodes = [{"id": 1, "address": "10.0.0.1"}, {"id": "2", "address": "pi-2.lan"}]
+    assert load().kafka_voters(nodes, "9093") == "1@10.0.0.1:9093,2@pi-2.lan:9093"
+
+
+def test_restart_order_is_dedicated_controllers_then_combined_nodes_then_brokers() -> None:
+    controllers = ["c1", "both-1", "c2", "both-2"]
+    brokers = ["b1", "both-2", "both-1", "b2"]
+    order = load().kafka_restart_order(controllers, brokers)
+    assert order == ["c1", "c2", "both-1", "both-2", "b1", "b2"]
+
+
+def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> None:
+    acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates", "late"])
+    as_text = {
+        (
+            a["principal"],
+            a["resource_type"],
+            a["resource_name"],
+            a.get("pattern_type", "literal"),
+            *a["operations"],
+        )
+        for a in acls
+    }
+    assert as_text == {
+        ("User:edge-1", "topic", "readings", "literal", "write", "describe"),
+        ("User:edge-2", "topic", "readings", "literal", "write", "describe"),
+        ("User:spark", "topic", "readings", "literal", "read", "describe"),
+        ("User:spark", "topic", "aggregates", "literal", "write", "describe", "read"),
+        ("User:spark", "topic", "late", "literal", "write", "describe", "read"),
+        ("User:spark", "group", "spark-kafka-", "prefixed", "read", "describe"),
+        ("User:spark", "group", "pikit-spark-", "prefixed", "read", "describe"),
+        ("User:spark", "transactional_id", "pikit-spark-", "prefixed", "write", "describe"),
+    }
+    assert len(acls) == len(as_text)

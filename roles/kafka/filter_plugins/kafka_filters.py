@@ -24,6 +24,57 @@ def kafka_scram_format_args(credentials: list[dict[str, str]], iterations: int) 
     return args
 
 
+def kafka_voters(nodes: list[dict[str, Any]], port: int) -> str:
+    """`controller.quorum.voters` from the controllers' kafka_node facts: id@address:port, ..."""
+    return ",".join(f"{node['id']}@{node['address']}:{int(port)}" for node in nodes)
+
+
+def kafka_restart_order(controllers: list[str], brokers: list[str]) -> list[str]:
+    """Dedicated controllers, then combined nodes, then dedicated brokers, each in inventory order:
+    the quorum is whole before any broker goes down."""
+    return (
+        [h for h in controllers if h not in brokers]
+        + [h for h in controllers if h in brokers]
+        + [h for h in brokers if h not in controllers]
+    )
+
+
+def kafka_default_acls(
+    edge_principals: list[str], spark_principal: str, readings_topic: str, output_topics: list[str]
+) -> list[dict[str, Any]]:
+    """The pipeline's ACLs: devices write the readings topic; the Spark apps read it, write and read
+    their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `pikit-spark-*`
+    (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink)."""
+
+    def acl(
+        principal: str, kind: str, name: str, operations: list[str], prefixed: bool = False
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "principal": f"User:{principal}",
+            "resource_type": kind,
+            "resource_name": name,
+            "operations": operations,
+        }
+        if prefixed:
+            out["pattern_type"] = "prefixed"
+        return out
+
+    spark = spark_principal
+    return [
+        *(acl(device, "topic", readings_topic, ["write", "describe"]) for device in edge_principals),
+        acl(spark, "topic", readings_topic, ["read", "describe"]),
+        *(acl(spark, "topic", topic, ["write", "describe", "read"]) for topic in output_topics),
+        acl(spark, "group", "spark-kafka-", ["read", "describe"], prefixed=True),
+        acl(spark, "group", "pikit-spark-", ["read", "describe"], prefixed=True),
+        acl(spark, "transactional_id", "pikit-spark-", ["write", "describe"], prefixed=True),
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"kafka_scram_format_args": kafka_scram_format_args}
+        return {
+            "kafka_scram_format_args": kafka_scram_format_args,
+            "kafka_voters": kafka_voters,
+            "kafka_restart_order": kafka_restart_order,
+            "kafka_default_acls": kafka_default_acls,
+        }
