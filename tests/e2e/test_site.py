@@ -43,6 +43,7 @@ from kafka import KafkaProducer
 
 from pikit import lab
 from pikit.topic import mtls_client, read_to_end
+from tests import polling
 from tests.conftest import REPO
 from tests.pipeline_model import Outcome, compare, compare_late, outcome, split_records
 
@@ -170,18 +171,8 @@ def armed(node: str, directory: str, name: str) -> bool:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300.0, every: float = 5.0) -> Any:
-    """Poll until `check` is truthy; errors count as "not yet" (brokers and apps restart)."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except Exception as exc:
-            last, result = exc, None
-        if result:
-            return result
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last!r})")
+    """Errors count as "not yet": brokers and apps restart during the scenarios."""
+    return polling.wait_for(what, check, timeout, every, tolerate=(Exception,))
 
 
 # --- the judge ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from tests.conftest import REPO
 from tests.integration.conftest import LocalBroker, free_port
+from tests.polling import wait_for
 
 TOPIC = "it-agent-readings"
 PER_RECORD = 50
@@ -80,15 +81,6 @@ def metric(port: int, name: str) -> float:
     raise AssertionError("metrics endpoint not answering")
 
 
-def wait_until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_outage_and_kill_9_lose_no_reading(own_broker: LocalBroker, tmp_path: Path) -> None:
     admin = KafkaAdminClient(bootstrap_servers=own_broker.address)
     admin.create_topics([NewTopic(TOPIC, 3, 1)])
@@ -98,15 +90,15 @@ def test_outage_and_kill_9_lose_no_reading(own_broker: LocalBroker, tmp_path: Pa
     log = tmp_path / "agent.log"
 
     agent = start_agent(config, log)
-    wait_until(lambda: metric(port, "edge_agent_readings_sent_total") > 200, 60, "first readings sent")
+    wait_for("first readings sent", lambda: metric(port, "edge_agent_readings_sent_total") > 200, 60, 0.5)
 
     own_broker.stop()
     time.sleep(6)
     depth_in_outage = metric(port, "edge_agent_spool_depth")
     assert depth_in_outage > 500, "readings pile up in the spool while the broker is away"
     own_broker.start()
-    wait_until(
-        lambda: metric(port, "edge_agent_spool_depth") < 200, 90, "the spool to drain after the outage"
+    wait_for(
+        "the spool to drain after the outage", lambda: metric(port, "edge_agent_spool_depth") < 200, 90, 0.5
     )
     errors_seen = metric(port, "edge_agent_send_errors_total")
 
@@ -114,7 +106,9 @@ def test_outage_and_kill_9_lose_no_reading(own_broker: LocalBroker, tmp_path: Pa
     agent.send_signal(signal.SIGKILL)
     agent.wait()
     agent = start_agent(config, log)
-    wait_until(lambda: metric(port, "edge_agent_readings_sent_total") > 200, 60, "sending after the restart")
+    wait_for(
+        "sending after the restart", lambda: metric(port, "edge_agent_readings_sent_total") > 200, 60, 0.5
+    )
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=30) == 0, log.read_text()[-2000:]
     assert "stopped: 0 readings left in the spool" in log.read_text()

@@ -26,6 +26,7 @@ from kafka import KafkaProducer
 
 from pikit.topic import mtls_client, read_to_end
 from tests.pipeline_model import compare, compare_late, outcome
+from tests.polling import wait_for
 
 MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")
 WORKERS = [w for w in os.environ.get("SPARK_TEST_WORKERS", "").split(",") if w]
@@ -48,16 +49,6 @@ def master_json() -> dict[str, Any]:
 
 def app_ids() -> list[str]:
     return [a["id"] for a in master_json().get("activeapps", []) if a["name"] == APP]
-
-
-def wait_for(what: str, check: Any, timeout: float = 240.0, every: float = 3.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def values(topic: str) -> list[bytes]:
