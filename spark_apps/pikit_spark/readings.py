@@ -112,8 +112,30 @@ class _Variant:
         return kind.isin("BIGINT", "DOUBLE") | kind.startswith("DECIMAL")
 
 
+# The typed fast path: Spark's JSON reader straight into these types, as a plain parser would.
+_FAST_READING = "struct<seq:bigint,sensor:string,metric:string,value:double,unit:string,ts:double>"
+_FAST_RECORD = f"struct<schema:bigint,device:string,readings:array<{_FAST_READING}>>"
+# Strict JSON, as Python's json module reads it: no NaN/Infinity tokens, no single quotes.
+_STRICT_JSON = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
+# The typed reader reads what the contract reads only in plain texts: the agent's own shape
+# (one object, its readings array last, no other braces before it, no brackets inside it;
+# the reader would ignore anything after the object) with no escape anywhere (so every
+# quote delimits a string) ...
+_PLAIN_SHAPE = r'^[ \t\n\r]*\{[^{}\\]*"readings"[ \t\n\r]*:[ \t\n\r]*\[[^\[\]\\]*\][ \t\n\r]*\}[ \t\n\r]*$'
+# (JSON's whitespace only: Java's \s has two more) ... and no field the contract wants a
+# string holding something else (the typed reader reads 5 as "5").
+_NOT_A_STRING = r'"(device|sensor|metric|unit)"\s*:\s*[^"\s]'
+
+
 def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
+
+    Two paths give the same verdicts (tests/unit/spark compare both with the agent's contract,
+    reason for reason). A record whose text is plain (valid UTF-8, no escapes, strings where
+    the contract wants strings) and that Spark's JSON reader reads whole into the contract's
+    types takes the typed path: only the values are checked, as the types already hold. Any
+    other record, including every one that breaks the contract as a whole, takes the exact
+    path: one VARIANT parse, each field's JSON type checked.
 
     A reading stamped more than `max_clock_skew_s` ahead of the time Spark processes it (a
     device with a wrong clock) is a dead letter: accepted, it would close the device's
@@ -123,10 +145,26 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     text = F.col("value").cast("string")
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
-    parsed = records.select(
-        "key", "value", "topic", "partition", "offset", F.unix_timestamp(now).alias("now_s"),
-        F.when(F.is_valid_utf8(text), F.try_parse_json(text)).alias("v"),
+    plain = F.is_valid_utf8(text) & text.rlike(_PLAIN_SHAPE) & ~text.rlike(_NOT_A_STRING)
+    typed = records.select(
+        "key", "value", "topic", "partition", "offset",
+        F.unix_timestamp(now).alias("now_s"), text.alias("text"),
+        F.when(plain, F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
     )  # fmt: skip
+    j = F.col("j")
+    whole = F.forall(j["readings"], lambda x: F.coalesce(_all_present(x), F.lit(False)))
+    fast = F.coalesce(
+        (j["schema"] == SCHEMA_VERSION)
+        & j["device"].rlike(NAME_PATTERN)
+        & (F.size(j["readings"]) > 0)
+        & whole,
+        F.lit(False),
+    )
+    parsed = typed.select(
+        "key", "value", "topic", "partition", "offset", "now_s", "j", fast.alias("fast"),
+        F.when(~fast & F.is_valid_utf8(F.col("text")), _one_json_value(F.col("text"))).alias("v"),
+    )  # fmt: skip
+    fast = F.col("fast")
     env = _Variant(F.col("v"))
     device_ok = env.is_string("device") & env.get("device", "string").rlike(NAME_PATTERN)
     schema_ok = F.coalesce(
@@ -135,42 +173,58 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     readings = env.get("readings", "array<variant>")
     readings_ok = F.coalesce(F.size(readings) > 0, F.lit(False))
     record_reason = (
-        F.when(F.col("v").isNull(), F.lit(NOT_JSON))
+        F.when(fast, F.lit(None))
+        .when(F.col("v").isNull(), F.lit(NOT_JSON))
         .when(schema_ok & device_ok & readings_ok, F.lit(None))
         .when(~env.is_object(), F.lit(NOT_AN_OBJECT))
         .when(~schema_ok, F.lit(UNKNOWN_SCHEMA))
         .when(~F.coalesce(device_ok, F.lit(False)), F.lit(BAD_DEVICE))
         .otherwise(F.lit(NO_READINGS))
     )
-    # A record that breaks the contract gives one row (index and reading null), a good one a
-    # row per reading.
-    exploded = parsed.select(
-        "key", "value", "topic", "partition", "offset", "now_s", record_reason.alias("record_reason"),
-        env.get("device", "string").alias("device"),
-        F.posexplode_outer(F.when(record_reason.isNull(), readings)).alias("index", "r"),
+    # Two explodes, one per path, so that neither path's readings are copied: a record explodes
+    # into its readings on its own path and into one row of nulls on the other. A record that
+    # breaks the contract gives one row (index and reading null), a good one a row per reading.
+    typed_rows = parsed.select(
+        "key", "value", "topic", "partition", "offset", "now_s", "fast", "v",
+        record_reason.alias("record_reason"),
+        F.when(fast, j["device"]).otherwise(env.get("device", "string")).alias("device"),
+        F.posexplode_outer(F.when(fast, j["readings"])).alias("typed_index", "f"),
     )  # fmt: skip
+    exact_readings = F.when(~fast & F.col("record_reason").isNull(), readings)
+    exploded = typed_rows.select(
+        "*", F.posexplode_outer(exact_readings).alias("exact_index", "r")
+    ).withColumn("index", F.coalesce("typed_index", "exact_index"))
+    f = F.col("f")
     r = _Variant(F.col("r"))
-    ts = r.get("ts", "double")
-    checks: list[tuple[Column, str]] = [
+    ts = F.when(fast, f["ts"]).otherwise(r.get("ts", "double"))
+    value_checks = _value_checks(
+        f["seq"], f["sensor"], f["metric"], f["unit"], f["value"], f["ts"], max_clock_skew_s
+    )
+    type_checks: list[tuple[Column, str]] = [
         # A reading with a seq is an object; only one without is looked at as a whole.
         (r.field("seq").isNotNull() | r.is_object(), READING_NOT_AN_OBJECT),
         *((r.field(name).isNotNull(), lacks(name)) for name in READING_FIELDS),
-        ((r.type_of("seq") == "BIGINT") & (r.get("seq", "long") >= 0), BAD_SEQ),
-        *(
-            (r.is_string(name) & r.get(name, "string").rlike(NAME_PATTERN), bad_name(name))
-            for name in ("sensor", "metric")
-        ),
-        (r.is_string("unit") & (F.length(r.get("unit", "string")) <= UNIT_MAX_LEN), BAD_UNIT),
-        (r.is_number("value") & r.get("value", "double").between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
-        (r.is_number("ts") & ts.between(TS_MIN, TS_MAX), BAD_TS),
-        (ts <= F.col("now_s") + max_clock_skew_s, too_far_ahead(max_clock_skew_s)),
+        ((r.type_of("seq") == "BIGINT"), BAD_SEQ),
+        *((r.is_string(name), bad_name(name)) for name in ("sensor", "metric")),
+        (r.is_string("unit"), BAD_UNIT),
+        (r.is_number("value"), BAD_VALUE),
+        (r.is_number("ts"), BAD_TS),
     ]
-    reason = F.coalesce(F.col("record_reason"), _first_failure(checks))
+    # On the exact path a type check and its value check are one check: the first that fails names it.
+    exact_checks = _merge(
+        type_checks,
+        _value_checks(
+            r.get("seq", "long"), r.get("sensor", "string"), r.get("metric", "string"),
+            r.get("unit", "string"), r.get("value", "double"), r.get("ts", "double"), max_clock_skew_s,
+        ),
+    )  # fmt: skip
+    reading_reason = F.when(fast, _first_failure(value_checks)).otherwise(_first_failure(exact_checks))
+    reason = F.coalesce(F.col("record_reason"), reading_reason)
     judged = exploded.withColumn("reason", reason)
     good = F.col("reason").isNull()
 
-    def when_good(column: Column, name: str) -> Column:
-        return F.when(good, column).alias(name)
+    def when_good(typed_value: Column, exact_value: Column, name: str) -> Column:
+        return F.when(good, F.when(fast, typed_value).otherwise(exact_value)).alias(name)
 
     def when_dead(name: str) -> Column:
         # A dead letter keeps its record's bytes; a good reading does not carry them along.
@@ -178,13 +232,67 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
 
     verdicts = judged.select(
         "reason", "index", "topic", "partition", "offset", when_dead("key").alias("key"),
-        when_dead("value").alias("record"), when_good(F.col("device"), "device"),
-        when_good(r.get("seq", "long"), "seq"), when_good(r.get("sensor", "string"), "sensor"),
-        when_good(r.get("metric", "string"), "metric"), when_good(r.get("value", "double"), "value"),
-        when_good(r.get("unit", "string"), "unit"), when_good(ts, "ts"),
-        when_good(F.timestamp_micros((ts * 1_000_000).cast("long")), "event_time"),
+        when_dead("value").alias("record"), F.when(good, F.col("device")).alias("device"),
+        when_good(f["seq"], r.get("seq", "long"), "seq"),
+        when_good(f["sensor"], r.get("sensor", "string"), "sensor"),
+        when_good(f["metric"], r.get("metric", "string"), "metric"),
+        when_good(f["value"], r.get("value", "double"), "value"),
+        when_good(f["unit"], r.get("unit", "string"), "unit"),
+        F.when(good, ts).alias("ts"),
+        F.when(good, F.timestamp_micros((ts * 1_000_000).cast("long"))).alias("event_time"),
     )  # fmt: skip
     return Parsed(verdicts)
+
+
+def _one_json_value(text: Column) -> Column:
+    """The text as a VARIANT when it is one JSON value, else null. Spark's parser stops after
+    the first value and ignores what follows (`{..} {..}`, `{..}x`), where Python's json says
+    "Extra data"; parsed inside `[<text>,0]`, anything after the value either breaks the array
+    or changes its length. (A text built to end in `,0]` itself still gets through.)"""
+    wrapped = F.try_parse_json(F.concat(F.lit("["), text, F.lit(",0]")))
+    whole = F.size(F.try_variant_get(wrapped, "$", "array<variant>")) == 2
+    return F.when(whole, F.try_variant_get(wrapped, "$[0]", "variant"))
+
+
+def _all_present(reading: Column) -> Column:
+    present = [reading[name].isNotNull() for name in READING_FIELDS]
+    out = present[0]
+    for one in present[1:]:
+        out = out & one
+    return out
+
+
+def _value_checks(
+    seq: Column,
+    sensor: Column,
+    metric: Column,
+    unit: Column,
+    value: Column,
+    ts: Column,
+    max_clock_skew_s: int,
+) -> list[tuple[Column, str]]:
+    """The contract's checks on a reading's values, in its order, each with its reason."""
+    return [
+        (seq >= 0, BAD_SEQ),
+        (sensor.rlike(NAME_PATTERN), bad_name("sensor")),
+        (metric.rlike(NAME_PATTERN), bad_name("metric")),
+        (F.length(unit) <= UNIT_MAX_LEN, BAD_UNIT),
+        (value.between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
+        (ts.between(TS_MIN, TS_MAX), BAD_TS),
+        (ts <= F.col("now_s") + max_clock_skew_s, too_far_ahead(max_clock_skew_s)),
+    ]
+
+
+def _merge(
+    type_checks: list[tuple[Column, str]], value_checks: list[tuple[Column, str]]
+) -> list[tuple[Column, str]]:
+    """Type checks first where they stand alone; a type check and the value check of the same
+    reason become one (both must pass), in the value check's place."""
+    by_reason = {reason: ok for ok, reason in type_checks}
+    merged = [
+        (by_reason.pop(reason) & ok if reason in by_reason else ok, reason) for ok, reason in value_checks
+    ]
+    return [(ok, reason) for ok, reason in type_checks if reason in by_reason] + merged
 
 
 def dead_letter_records(dead: DataFrame) -> DataFrame:

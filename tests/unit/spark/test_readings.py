@@ -38,6 +38,31 @@ def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[str, int]], list[Ve
     return good, sorted(rejected, key=str)
 
 
+def test_both_paths_agree_with_the_contract_reason_for_reason(spark: SparkSession) -> None:
+    """Each malformed reading beside a good one in a record of its own: the records whose text is
+    plain take the typed path, the others the exact one; texts around the JSON value too."""
+    values = [
+        *(batch("edge-4", [reading(100 + i, T0), bad]) for i, bad in enumerate(MALFORMED_READINGS)),
+        batch("edge-5", [reading(1, T0)]) + b" {}",  # two JSON values
+        batch("edge-5", [reading(2, T0)]) + b"x",
+        batch("edge-5", [reading(8, T0)]) + b"\x0c",  # a form feed is not JSON whitespace
+        b" " + batch("edge-5", [reading(3, T0)]) + b"\n",  # whitespace around: fine
+        batch("edge-5", [{**reading(4, T0), "unit": "\u00b0C", "sensor": "5"}]),
+        batch("edge-5", [{**reading(5, T0), "value": 10**30, "ts": int(T0)}]),  # integers as numbers
+        batch("edge-5", [{**reading(6, T0), "value": 1e308 * 10}]),  # inf: dumps writes Infinity
+        batch("edge-5", [reading(7, T0)]).replace(b'"sim"', b"'sim'"),  # single quotes are not JSON
+    ]
+    expected_good, expected_rejected = _python_verdicts(values)
+    parsed = parse(_frame(spark, values))
+    good = {(r["device"], r["seq"]) for r in parsed.readings.collect()}
+    assert good == expected_good
+    assert {("edge-5", 3), ("edge-5", 4), ("edge-5", 5)} <= good
+    dead = sorted(((d["offset"], d["index"], d["reason"]) for d in parsed.dead_letters.collect()), key=str)
+    assert dead == expected_rejected, [
+        (a, b) for a, b in zip(dead, expected_rejected, strict=False) if a != b
+    ]
+
+
 def test_parser_agrees_with_the_contract_reason_for_reason(spark: SparkSession) -> None:
     mixed = [reading(10, T0), *MALFORMED_READINGS, reading(11, T0 + 1, value=-3.5)]
     values = [
