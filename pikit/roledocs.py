@@ -58,11 +58,46 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _defaults(role: Path) -> dict[str, Any]:
+    path = role / "defaults/main.yml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def _stated_defaults(role: Path) -> dict[str, str]:
+    """Each option's `Default:` line, over all of the role's entry points."""
+    specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
+    out: dict[str, str] = {}
+    for entry in specs.values():
+        for name, option in (entry.get("options") or {}).items():
+            for line in _lines(option.get("description")):
+                if line.startswith(DEFAULT_PREFIX):
+                    out.setdefault(name, line[len(DEFAULT_PREFIX) :])
+    return out
+
+
+def _inherited(role: Path) -> dict[str, str]:
+    """The shown defaults of variables that the role's dependencies (meta/main.yml) define."""
+    meta = yaml.safe_load((role / "meta/main.yml").read_text()) if (role / "meta/main.yml").exists() else {}
+    out: dict[str, str] = {}
+    for dependency in (meta or {}).get("dependencies") or []:
+        dep = role.parent / (dependency["role"] if isinstance(dependency, dict) else dependency)
+        stated = _stated_defaults(dep) if (dep / "meta/argument_specs.yml").exists() else {}
+        for name, value in _defaults(dep).items():
+            computed = isinstance(value, str) and ("{{" in value or "{%" in value)
+            if computed and name not in stated:
+                raise SpecError(
+                    f"{dep.name}: {name}'s default is computed; say what it comes to in a "
+                    f"description line starting {DEFAULT_PREFIX!r}"
+                )
+            out[name] = stated[name] if computed else _literal(value)
+    return out
+
+
 def variables(role: Path) -> list[Variable]:
     """The role's variables in spec order, every entry point's options once (main first)."""
     specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
-    defaults_file = role / "defaults/main.yml"
-    defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
+    defaults = _defaults(role)
+    inherited = _inherited(role)
     seen: dict[str, Variable] = {}
     for entry in sorted(specs, key=lambda name: name != "main"):
         for name, option in (specs[entry].get("options") or {}).items():
@@ -79,6 +114,8 @@ def variables(role: Path) -> list[Variable]:
                 meaning += " One of " + ", ".join(f"`{c}`" for c in option["choices"]) + "."
             if stated:
                 default = stated[0]
+            elif name not in defaults and name in inherited:
+                default = inherited[name]
             elif name not in defaults:
                 default = "—"
             elif isinstance(defaults[name], str) and ("{{" in defaults[name] or "{%" in defaults[name]):

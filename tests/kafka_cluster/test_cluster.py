@@ -421,11 +421,32 @@ def _active_since(node: str) -> float:
     return int(stamp.strip()) / 1e6
 
 
+def _restarts(run: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
+    """(host, reasons) of each restart the run made, in its order, from the rolling restart's task names."""
+    marker = "TASK [rolling_restart : Restart kafka on "
+    steps = [line.split(marker)[1].split("]")[0] for line in run.stdout.splitlines() if marker in line]
+    return [(step.split(" for ", 1)[0].strip(), step.split(" for ", 1)[1].strip()) for step in steps]
+
+
+def _pending(node: str) -> str:
+    return podman("exec", node, "cat", "/var/lib/pikit/restart-pending/kafka.json")
+
+
 @faults
 def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
+    """With kafka_restart=never the change is converged and every node stays marked; the next run
+    (auto) restarts them, controllers first, for the reason kept in the marker."""
     topic = "verify-rolling"
     new_topic(topic)
+    change = {"kafka_server_properties_extra": {"log.cleaner.threads": "2"}}
     before = {name: _active_since(name) for name, _, _ in NODES}
+    held = converge({**change, "kafka_restart": "never"})
+    assert held.returncode == 0, held.stdout[-4000:]
+    assert _restarts(held) == [], "kafka_restart=never restarted a node"
+    assert "kafka: left pending (restart mode never)" in held.stdout
+    assert {name: _active_since(name) for name, _, _ in NODES} == before
+    assert all('"server.properties"' in _pending(name) for name, _, _ in NODES)
+
     sender = AckedProducer()
     stop = threading.Event()
 
@@ -437,17 +458,15 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     thread = threading.Thread(target=produce)
     thread.start()
     try:
-        run = converge({"kafka_server_properties_extra": {"log.cleaner.threads": "2"}})
+        run = converge(change)  # nothing changes now: the markers alone restart the nodes
     finally:
         stop.set()
         thread.join()
         sender.close()
     assert run.returncode == 0, run.stdout[-4000:]
-    restarted = [
-        line.split("Restart Kafka on ")[1].split("]")[0].strip()
-        for line in run.stdout.splitlines()
-        if "TASK [kafka : Restart Kafka on " in line
-    ]
+    restarts = _restarts(run)
+    assert {reasons for _, reasons in restarts} == {"server.properties"}, restarts
+    restarted = [host for host, _ in restarts]
     assert sorted(restarted) == sorted(name for name, _, _ in NODES), restarted
     after = {name: _active_since(name) for name, _, _ in NODES}
     assert all(after[n] > before[n] for n in after), "every node restarted"
@@ -455,6 +474,9 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     assert order == restarted, "restarts happened in the announced order, one at a time"
     controllers_first = [n for n, _, roles in NODES if roles == "c"]
     assert order[: len(controllers_first)] == [n for n in restarted if n in controllers_first]
+    for name, _, _ in NODES:
+        with pytest.raises(subprocess.CalledProcessError):
+            _pending(name)  # cleared once restarted
     consumed = consume_all(topic)
     print(f"rolling restart: sent {sender.sent}, acknowledged {len(sender.acked)}, failed {sender.failed}")
     assert_every_ack_once_in_order(sender.acked, consumed)

@@ -37,7 +37,7 @@ def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
     ("group_vars", "named"),
     [
         ({"common_nofile_limit": "lots"}, "common_nofile_limit"),
-        ({"common_data_root": "srv/data"}, "common_data_root"),
+        ({"pikit_data_root": "srv/data"}, "pikit_data_root"),
         ({"common_sysctl_apply": "sometimes"}, "common_sysctl_apply"),
         ({"common_service_users": [{"groups": ["edge"]}]}, "name"),
     ],
@@ -116,3 +116,11 @@ def test_a_bad_spark_setting_is_named(
     out = spark_preflight(tmp_path, masters, group_vars)
     assert not out.startswith("OK")
     assert named in out
+
+
+def test_a_name_the_site_wide_variables_replaced_is_refused_with_its_new_name(tmp_path: Path) -> None:
+    out = preflight(tmp_path, {"kafka_readings_topic": "readings"})
+    assert not out.startswith("OK")
+    assert "kafka_readings_topic is now pikit_readings_topic" in out
+    assert "host pi-1" in out
+

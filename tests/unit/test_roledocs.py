@@ -21,7 +21,7 @@ argument_specs:
         type: path
         description:
           - "Where it keeps its data."
-          - "Default: `<common_data_root>/demo`"
+          - "Default: `<pikit_data_root>/demo`"
       demo_mode:
         type: str
         choices: [fast, safe]
@@ -37,7 +37,7 @@ argument_specs:
 DEFAULTS = """\
 ---
 demo_port: 8080
-demo_dir: "{{ common_data_root }}/demo"
+demo_dir: "{{ pikit_data_root }}/demo"
 demo_mode: safe
 """
 
@@ -57,7 +57,7 @@ def test_the_table_shows_literal_stated_and_missing_defaults(tmp_path: Path) -> 
     rows = {v.name: v for v in roledocs.variables(role)}
     assert list(rows) == ["demo_port", "demo_dir", "demo_mode", "demo_name"]
     assert rows["demo_port"].default == "`8080`"
-    assert rows["demo_dir"].default == "`<common_data_root>/demo`"
+    assert rows["demo_dir"].default == "`<pikit_data_root>/demo`"
     assert rows["demo_dir"].meaning == "Where it keeps its data."
     assert rows["demo_mode"].meaning == "How it runs. One of `fast`, `safe`."
     assert rows["demo_name"].default == "—"
@@ -79,7 +79,7 @@ def test_check_fails_on_a_stale_table_and_a_rewrite_mends_it(
 
 
 def test_a_computed_default_must_be_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = SPEC.replace('          - "Default: `<common_data_root>/demo`"\n', "")
+    spec = SPEC.replace('          - "Default: `<pikit_data_root>/demo`"\n', "")
     make_role(tmp_path, spec=spec)
     assert roledocs.main(["--check", "--roles", str(tmp_path)]) == 2
     assert "demo: demo_dir's default is computed" in capsys.readouterr().err

@@ -11,11 +11,6 @@ def load() -> ModuleType:
     return load_filter_plugin("spark", "spark_filters")
 
 
-def test_host_ports_prefer_the_cluster_address() -> None:
-    hostvars = {"k1": {"node_ip": "10.0.0.1", "ansible_host": "127.0.0.1"}, "k2": {"ansible_host": "pi-2"}}
-    assert load().spark_host_ports(["k1", "k2"], hostvars, "9092") == ["10.0.0.1:9092", "pi-2:9092"]
-
-
 PORTS = {
     "master_url": "spark://10.0.0.1:7077",
     "master_port": 7077,

@@ -6,16 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def spark_host_ports(hosts: list[str], hostvars: Mapping[str, Any], port: int) -> list[str]:
-    """`address:port` of each host, the address being its `node_ip`, else its `ansible_host`."""
-    out = []
-    for host in hosts:
-        facts = hostvars[host]
-        address = facts.get("node_ip") or facts.get("ansible_host") or host
-        out.append(f"{address}:{int(port)}")
-    return out
-
-
 def spark_services(
     node: Mapping[str, Any],
     *,
@@ -59,4 +49,4 @@ def spark_services(
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"spark_host_ports": spark_host_ports, "spark_services": spark_services}
+        return {"spark_services": spark_services}

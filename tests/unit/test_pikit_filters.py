@@ -1,0 +1,26 @@
+"""The pikit role's filter plugins, shared by every role of the kit."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from tests.conftest import load_filter_plugin
+
+
+def load() -> ModuleType:
+    return load_filter_plugin("pikit", "pikit_filters")
+
+
+HOSTVARS = {
+    "k1": {"node_ip": "10.0.0.1", "ansible_host": "127.0.0.1"},
+    "k2": {"ansible_host": "pi-2"},
+    "k3": {},
+}
+
+
+def test_the_address_is_node_ip_else_ansible_host_else_the_name() -> None:
+    assert [load().pikit_address(h, HOSTVARS) for h in ("k1", "k2", "k3")] == ["10.0.0.1", "pi-2", "k3"]
+
+
+def test_host_ports_prefer_the_cluster_address() -> None:
+    assert load().pikit_host_ports(["k1", "k2"], HOSTVARS, "9092") == ["10.0.0.1:9092", "pi-2:9092"]
