@@ -123,4 +123,3 @@ def test_a_name_the_site_wide_variables_replaced_is_refused_with_its_new_name(tm
     assert not out.startswith("OK")
     assert "kafka_readings_topic is now pikit_readings_topic" in out
     assert "host pi-1" in out
-
