@@ -1,14 +1,13 @@
 """The reading contract (edge_agent/contract.py) as Spark transformations.
 
-Each record is parsed once, into a VARIANT (`try_parse_json`), and every check reads
-typed values out of it: no field is looked up in the JSON text again. The variant keeps
-each value's JSON type, so the contract's type rules (a seq is an integer, a sensor a
-string) hold exactly, which Spark's JSON reader with a schema would not (it turns 5 into
-"5" and 1.5 into 1). Everything is a Spark SQL expression, not a Python UDF: a Pi's
-executor never starts a Python worker for them. tests/unit/spark checks they accept and
-reject exactly what the agent's own `decode_envelope`/`validate_reading` do, reason for
-reason.
-"""
+A record in the agent's own form is read by Spark's JSON reader straight into the
+contract's types, at a plain parser's speed; any other record is parsed once into a
+VARIANT, whose values keep their JSON types, so the contract's type rules (a seq is an
+integer, a sensor a string) hold exactly where Spark's reader would turn 5 into "5".
+No field is looked up in the JSON text again. Everything is a Spark SQL expression, not a
+Python UDF: a Pi's executor never starts a Python worker for them. tests/unit/spark checks
+that both paths accept and reject exactly what the agent's own
+`decode_envelope`/`validate_reading` do, reason for reason."""
 
 from __future__ import annotations
 
@@ -117,49 +116,63 @@ _FAST_READING = "struct<seq:bigint,sensor:string,metric:string,value:double,unit
 _FAST_RECORD = f"struct<schema:bigint,device:string,readings:array<{_FAST_READING}>>"
 # Strict JSON, as Python's json module reads it: no NaN/Infinity tokens, no single quotes.
 _STRICT_JSON = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
-# The typed reader reads what the contract reads only in plain texts: the agent's own shape
-# (one object, its readings array last, no other braces before it, no brackets inside it;
-# the reader would ignore anything after the object) with no escape anywhere (so every
-# quote delimits a string) ...
-_PLAIN_SHAPE = r'^[ \t\n\r]*\{[^{}\\]*"readings"[ \t\n\r]*:[ \t\n\r]*\[[^\[\]\\]*\][ \t\n\r]*\}[ \t\n\r]*$'
-# (JSON's whitespace only: Java's \s has two more) ... and no field the contract wants a
-# string holding something else (the typed reader reads 5 as "5").
-_NOT_A_STRING = r'"(device|sensor|metric|unit)"\s*:\s*[^"\s]'
+# The typed reader reads what the contract reads only in a text in the agent's own form
+# (encode_batch): its keys in its order, no whitespace, numbers in JSON's grammar with an
+# integer part that fits a long, strings without raw control characters and without escapes
+# of UTF-16 surrogates. Such a text is one JSON object without duplicate keys whose string
+# fields hold strings (the typed reader would read 5 as "5" and ignore text after the
+# object), which both parsers decode alike. Invalid UTF-8 becomes U+FFFD when the text is
+# matched, which the form refuses too. The form also holds the contract's rules on seq,
+# names and unit, so the typed path checks only the numbers. Any other text, and any record
+# with one reading that breaks those rules, takes the exact path.
+_CHAR = (
+    r'(?:[^"\\\x00-\x1f\ufffd]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))'
+)
+_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_FIELD_FORMS = {
+    "seq": r"(?:0|[1-9][0-9]{0,17})",
+    "sensor": f'"{NAME_PATTERN.removeprefix("^").removesuffix("$")}"',
+    "metric": f'"{NAME_PATTERN.removeprefix("^").removesuffix("$")}"',
+    "value": _INT + r"(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?",
+    "unit": f'"{_CHAR}{{0,{UNIT_MAX_LEN}}}+"',
+}
+_FIELD_FORMS["ts"] = _FIELD_FORMS["value"]
+_READING = r"\{" + ",".join(f'"{name}":{_FIELD_FORMS[name]}' for name in READING_FIELDS) + r"\}"
+_AGENT_FORM = (
+    rf'^\{{"schema":{SCHEMA_VERSION},"device":{_FIELD_FORMS["sensor"]},'
+    rf'"readings":\[{_READING}(?:,{_READING})*+\]\}}\z'
+)
+# Java's regex recurses once per reading: a text this long takes the exact path, not the stack.
+_AGENT_FORM_MAX_BYTES = 256 * 1024
 
 
 def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
 
     Two paths give the same verdicts (tests/unit/spark compare both with the agent's contract,
-    reason for reason). A record whose text is plain (valid UTF-8, no escapes, strings where
-    the contract wants strings) and that Spark's JSON reader reads whole into the contract's
-    types takes the typed path: only the values are checked, as the types already hold. Any
-    other record, including every one that breaks the contract as a whole, takes the exact
-    path: one VARIANT parse, each field's JSON type checked.
+    reason for reason). A record in the agent's own form (_AGENT_FORM: what encode_batch
+    writes, with seq, names and unit as the contract wants them) takes the typed path: Spark's
+    JSON reader reads it into the contract's types and only the numbers are checked. Any other
+    record, including every one that breaks the contract as a whole, takes the exact path: one
+    VARIANT parse, each field's JSON type checked.
 
     A reading stamped more than `max_clock_skew_s` ahead of the time Spark processes it (a
     device with a wrong clock) is a dead letter: accepted, it would close the device's
     windows ahead of time. In a stream, the processing time is the
     micro-batch's timestamp, which Spark keeps in its offset log, so a replay decides alike.
     """
+    # Python's json keeps the last of duplicate keys; Spark's VARIANT parser refuses them unless told.
+    records.sparkSession.conf.set("spark.sql.variant.allowDuplicateKeys", "true")
     text = F.col("value").cast("string")
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
-    plain = F.is_valid_utf8(text) & text.rlike(_PLAIN_SHAPE) & ~text.rlike(_NOT_A_STRING)
     typed = records.select(
         "key", "value", "topic", "partition", "offset",
         F.unix_timestamp(now).alias("now_s"), text.alias("text"),
-        F.when(plain, F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
+        F.when(in_agent_form(text), F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
     )  # fmt: skip
     j = F.col("j")
-    whole = F.forall(j["readings"], lambda x: F.coalesce(_all_present(x), F.lit(False)))
-    fast = F.coalesce(
-        (j["schema"] == SCHEMA_VERSION)
-        & j["device"].rlike(NAME_PATTERN)
-        & (F.size(j["readings"]) > 0)
-        & whole,
-        F.lit(False),
-    )
+    fast = j["readings"].isNotNull()
     parsed = typed.select(
         "key", "value", "topic", "partition", "offset", "now_s", "j", fast.alias("fast"),
         F.when(~fast & F.is_valid_utf8(F.col("text")), _one_json_value(F.col("text"))).alias("v"),
@@ -197,9 +210,7 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     f = F.col("f")
     r = _Variant(F.col("r"))
     ts = F.when(fast, f["ts"]).otherwise(r.get("ts", "double"))
-    value_checks = _value_checks(
-        f["seq"], f["sensor"], f["metric"], f["unit"], f["value"], f["ts"], max_clock_skew_s
-    )
+    number_checks = _number_checks(f["value"], f["ts"], max_clock_skew_s)
     type_checks: list[tuple[Column, str]] = [
         # A reading with a seq is an object; only one without is looked at as a whole.
         (r.field("seq").isNotNull() | r.is_object(), READING_NOT_AN_OBJECT),
@@ -213,12 +224,17 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     # On the exact path a type check and its value check are one check: the first that fails names it.
     exact_checks = _merge(
         type_checks,
-        _value_checks(
-            r.get("seq", "long"), r.get("sensor", "string"), r.get("metric", "string"),
-            r.get("unit", "string"), r.get("value", "double"), r.get("ts", "double"), max_clock_skew_s,
-        ),
-    )  # fmt: skip
-    reading_reason = F.when(fast, _first_failure(value_checks)).otherwise(_first_failure(exact_checks))
+        [
+            *_form_checks(
+                r.get("seq", "long"),
+                r.get("sensor", "string"),
+                r.get("metric", "string"),
+                r.get("unit", "string"),
+            ),
+            *_number_checks(r.get("value", "double"), r.get("ts", "double"), max_clock_skew_s),
+        ],
+    )
+    reading_reason = F.when(fast, _first_failure(number_checks)).otherwise(_first_failure(exact_checks))
     reason = F.coalesce(F.col("record_reason"), reading_reason)
     judged = exploded.withColumn("reason", reason)
     good = F.col("reason").isNull()
@@ -244,6 +260,11 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     return Parsed(verdicts)
 
 
+def in_agent_form(text: Column) -> Column:
+    """Whether a record's text takes the typed path (see _AGENT_FORM)."""
+    return (F.octet_length(text) <= _AGENT_FORM_MAX_BYTES) & text.rlike(_AGENT_FORM)
+
+
 def _one_json_value(text: Column) -> Column:
     """The text as a VARIANT when it is one JSON value, else null. Spark's parser stops after
     the first value and ignores what follows (`{..} {..}`, `{..}x`), where Python's json says
@@ -254,29 +275,19 @@ def _one_json_value(text: Column) -> Column:
     return F.when(whole, F.try_variant_get(wrapped, "$[0]", "variant"))
 
 
-def _all_present(reading: Column) -> Column:
-    present = [reading[name].isNotNull() for name in READING_FIELDS]
-    out = present[0]
-    for one in present[1:]:
-        out = out & one
-    return out
-
-
-def _value_checks(
-    seq: Column,
-    sensor: Column,
-    metric: Column,
-    unit: Column,
-    value: Column,
-    ts: Column,
-    max_clock_skew_s: int,
-) -> list[tuple[Column, str]]:
-    """The contract's checks on a reading's values, in its order, each with its reason."""
+def _form_checks(seq: Column, sensor: Column, metric: Column, unit: Column) -> list[tuple[Column, str]]:
+    """The contract's first checks on a reading, in its order: those that the agent form holds."""
     return [
         (seq >= 0, BAD_SEQ),
         (sensor.rlike(NAME_PATTERN), bad_name("sensor")),
         (metric.rlike(NAME_PATTERN), bad_name("metric")),
         (F.length(unit) <= UNIT_MAX_LEN, BAD_UNIT),
+    ]
+
+
+def _number_checks(value: Column, ts: Column, max_clock_skew_s: int) -> list[tuple[Column, str]]:
+    """The contract's last checks on a reading, in its order: on its numbers."""
+    return [
         (value.between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
         (ts.between(TS_MIN, TS_MAX), BAD_TS),
         (ts <= F.col("now_s") + max_clock_skew_s, too_far_ahead(max_clock_skew_s)),

@@ -15,8 +15,9 @@ def reading(
     return {"seq": seq, "sensor": sensor, "metric": metric, "value": value, "unit": "C", "ts": ts}
 
 
-def batch(device: str, readings: list[dict[str, Any]]) -> bytes:
-    return json.dumps({"schema": 1, "device": device, "readings": readings}).encode()
+def batch(device: str, readings: list[Any]) -> bytes:
+    """A record as the agent writes it (edge_agent.contract.encode_batch), whatever its readings hold."""
+    return json.dumps({"schema": 1, "device": device, "readings": readings}, separators=(",", ":")).encode()
 
 
 MALFORMED_RECORDS: list[bytes] = [

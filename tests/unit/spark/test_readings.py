@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from edge_agent.contract import BAD_VALUE, NOT_JSON, ContractError, decode_envelope, validate_reading
-from pikit_spark.readings import dead_letter_records, parse, too_far_ahead
+from pikit_spark.readings import dead_letter_records, in_agent_form, parse, too_far_ahead
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
 
@@ -61,6 +63,46 @@ def test_both_paths_agree_with_the_contract_reason_for_reason(spark: SparkSessio
     assert dead == expected_rejected, [
         (a, b) for a, b in zip(dead, expected_rejected, strict=False) if a != b
     ]
+
+
+def test_only_records_in_the_agents_form_take_the_typed_path_and_both_paths_agree(
+    spark: SparkSession,
+) -> None:
+    """The typed path trusts the agent form for seq, names and unit: a record in it must decode
+    alike in both parsers; anything else, however close, must take the exact path."""
+    good = reading(1, T0)
+    in_form = [
+        batch("edge-6", [good, {**reading(2, T0), "unit": "\u00b0C", "value": -7}]),  # an escape, an integer
+        batch("e" * 64, [{**reading(0, T0), "sensor": "s" * 64, "unit": "u" * 16, "value": 2.5e-3}]),
+        batch("edge-6", [{**reading(3, T0), "unit": 'say "hi"\n'}]),
+        batch("edge-6", [{**reading(4, T0), "ts": 12}, {**reading(5, T0), "value": 1.5}]),
+        batch("edge-6", [reading(6, T0)]).replace(b'"value":20.0', b'"value":1e400'),  # inf
+    ]
+    out_of_form = [
+        json.dumps({"schema": 1, "device": "edge-7", "readings": [good]}).encode(),  # whitespace
+        batch("edge-7", [{**reading(1, T0), "unit": "u" * 17}]),
+        batch("edge-7", [{**reading(2, T0), "sensor": "has space"}]),
+        batch("edge-7", [{**reading(3, T0), "seq": -1}]),
+        batch("edge-7", [{**reading(4, T0), "seq": 2**63}]),
+        batch("edge-7", [{**reading(5, T0), "unit": "\U0001f600"}]),  # a surrogate pair when escaped
+        batch("edge-7", [{**reading(6, T0), "extra": 1}]),
+        batch("edge-7", [reading(7, T0)]).replace(b'"unit":"C"', b'"unit":"C","unit":"F"'),  # a duplicate key
+        batch("edge-7", [reading(8, T0)]).replace(b'"unit":"C"', b'"unit":5'),
+        batch("edge-7", [reading(9, T0)]) + b"\n",
+        batch("edge-7", [reading(10, T0)]) + batch("edge-7", [reading(11, T0)]),
+        batch("edge-7", [reading(12, T0)]).replace(b'"C"', b'"\xc3"'),  # invalid UTF-8
+        batch("edge-7", [reading(13, T0)]).replace(b'"C"', b'"\x01"'),  # a raw control character
+        batch("edge-7", [reading(n, T0) for n in range(20, 3000)]),  # longer than the form is matched
+    ]
+    values = in_form + out_of_form
+    frame = _frame(spark, values)
+    paths = [row[0] for row in frame.select(in_agent_form(F.col("value").cast("string"))).collect()]
+    assert paths == [True] * len(in_form) + [False] * len(out_of_form)
+    expected_good, expected_rejected = _python_verdicts(values)
+    parsed = parse(frame)
+    assert {(r["device"], r["seq"]) for r in parsed.readings.collect()} == expected_good
+    dead = sorted(((d["offset"], d["index"], d["reason"]) for d in parsed.dead_letters.collect()), key=str)
+    assert dead == expected_rejected
 
 
 def test_parser_agrees_with_the_contract_reason_for_reason(spark: SparkSession) -> None:
