@@ -31,7 +31,7 @@ from pikit_spark.common import (
 from pikit_spark.device_windows import first_seen, seq_marks
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
-from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
+from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
 
 APP = "anomaly_alerts"
 
@@ -75,8 +75,9 @@ def main(argv: list[str] | None = None) -> None:
         state = store.before(batch_id)
         fresh = first_seen(batch, state["devices"]).persist()
         found = alerts(fresh, state["baseline"], rules).persist()
-        if not found.isEmpty():
-            sink.write(batch_id, {args.alerts_topic: records_of(as_kafka_records(found))})
+        outputs = records_by_topic({args.alerts_topic: as_kafka_records(found)})
+        if outputs[args.alerts_topic]:
+            sink.write(batch_id, outputs)
         store.write(
             batch_id, updated_baseline(state["baseline"], fresh, rules), seq_marks(state["devices"], fresh)
         )

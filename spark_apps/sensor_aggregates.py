@@ -31,7 +31,7 @@ from pikit_spark.common import (
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_of
+from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
 from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -90,13 +90,15 @@ def main(argv: list[str] | None = None) -> None:
             # State and Parquet first: a crash before the Kafka commit replays the batch, which
             # reads the same state version and overwrites what this run wrote.
             state.write(batch_id, step.state)
-            if not closed.isEmpty():
+            # One job fetches all three outputs; the Parquet copy of the windows is written
+            # before the Kafka commit.
+            outputs = records_by_topic({
+                args.aggregates_topic: as_kafka_records(closed),
+                args.late_topic: late_records(late),
+                args.dead_letter_topic: dead_letter_records(parsed.dead_letters),
+            })  # fmt: skip
+            if outputs[args.aggregates_topic]:
                 write_parquet(closed, parquet, batch_id)
-            outputs = {
-                args.aggregates_topic: list(records_of(as_kafka_records(closed))),
-                args.late_topic: list(records_of(late_records(late))),
-                args.dead_letter_topic: list(records_of(dead_letter_records(parsed.dead_letters))),
-            }
             if any(outputs.values()):
                 sink.write(batch_id, outputs)
                 crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
