@@ -17,7 +17,8 @@ Needs the demo's lab, converged (`make demo`). The bench:
 Each run is timed the same way, from the first batch's plan (`offsets/0` in its
 checkpoint) to the last batch's commit (`commits/<last>`), so the JVMs' and the
 executors' start-up is left out of both; the wall time from submit to exit is shown
-too. Every run must have consumed every record of the topic.
+too. Every run must have consumed every record of the topic. Under each run, the app's own
+log lines per batch: the wall time of each step of sensor_aggregates' micro-batches.
 
     .venv/bin/python -m bench.catchup [--readings 2000000] [--devices 100] [--rounds 2]
 """
@@ -123,7 +124,7 @@ class SubmitLine:
     def common(self, run: str) -> list[str]:
         return [
             "--readings-topic", READINGS, "--checkpoint-dir", f"{self.work}/{run}/checkpoint",
-            "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "WARNING",
+            "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "INFO",
         ]  # fmt: skip
 
 
@@ -235,8 +236,13 @@ def main() -> None:
                     run = f"r{r}-{'agg' if name == 'sensor_aggregates' else 'count'}-{int(time.time())}"
                     cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
                     started = time.monotonic()
-                    sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)}", user=submit.user)
+                    log = f"{submit.work}/{run}.log"
+                    sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)} 2> {log}", user=submit.user)
                     wall = time.monotonic() - started
+                    for line in sh(
+                        master, "sh", "-c", f"grep -E 'batch [0-9]+: ' {log} || true"
+                    ).splitlines():
+                        print(f"  {line}", flush=True)  # each batch's steps, from the app's own log
                     seconds, consumed = drained(master, f"{submit.work}/{run}/checkpoint")
                     assert consumed == records, f"{name} consumed {consumed} of {records} records"
                     results[name].append((seconds, wall))

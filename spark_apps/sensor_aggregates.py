@@ -29,7 +29,7 @@ from pikit_spark.common import (
     trigger,
 )
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
-from pikit_spark.progress import log_progress
+from pikit_spark.progress import Steps, log_progress
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
 from pikit_spark.state import VersionedTables
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
         # One parse per micro-batch: windows, state, late readings and dead letters all read it.
         parsed = parse(batch, args.max_clock_skew_seconds).persist()
+        steps = Steps()
         try:
             first = batch.select(F.unix_timestamp("processed_at")).first()
             if first is None:
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
             # State and Parquet first: a crash before the Kafka commit replays the batch, which
             # reads the same state version and overwrites what this run wrote.
             state.write(batch_id, step.state)
+            steps.done("parse and state")
             # One job fetches all three outputs; the Parquet copy of the windows is written
             # before the Kafka commit.
             outputs = records_by_topic({
@@ -97,11 +99,18 @@ def main(argv: list[str] | None = None) -> None:
                 args.late_topic: late_records(late),
                 args.dead_letter_topic: dead_letter_records(parsed.dead_letters),
             })  # fmt: skip
+            steps.done("outputs fetched")
             if outputs[args.aggregates_topic]:
                 write_parquet(closed, parquet, batch_id)
+                steps.done("parquet")
             if any(outputs.values()):
                 sink.write(batch_id, outputs)
+                steps.done("kafka")
                 crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
+            LOG.info(
+                "batch %d: %s; %s", batch_id, steps,
+                ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
+            )  # fmt: skip
             closed.unpersist()
             late.unpersist()
             step.unpersist()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -32,3 +33,20 @@ class _ProgressLog(StreamingQueryListener):
 
 def log_progress(spark: SparkSession) -> None:
     spark.streams.addListener(_ProgressLog())
+
+
+class Steps:
+    """The wall time of each step of one micro-batch, for one log line: where a slow batch went."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+        self.parts: list[tuple[str, float]] = []
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.parts.append((step, now - self.last))
+        self.last = now
+
+    def __str__(self) -> str:
+        steps = ", ".join(f"{step} {seconds:.1f}s" for step, seconds in self.parts)
+        return f"{steps}; total {time.monotonic() - self.started:.1f}s"
