@@ -237,7 +237,7 @@ def main() -> None:
                     cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
                     started = time.monotonic()
                     log = f"{submit.work}/{run}.log"
-                    sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)} 2> {log}", user=submit.user)
+                    sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)} > {log} 2>&1", user=submit.user)
                     wall = time.monotonic() - started
                     for line in sh(
                         master, "sh", "-c", f"grep -E 'batch [0-9]+: ' {log} || true"
