@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.history import module_at
+from bench.rounds import alternate, print_table
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 PER_RECORD = 100
@@ -97,29 +96,39 @@ def both(module: object) -> Callable[[DataFrame], None]:
     return run
 
 
+def local_session(app: str, memory: str) -> SparkSession:
+    spark = (
+        SparkSession.builder.master("local[2]").appName(app)
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", memory).config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def cached_records(spark: SparkSession, n: int, processed_at: float | None = None) -> DataFrame:
+    """`records(n)` as Kafka rows, cached and counted; with the batch's `processed_at` if given."""
+    frame = spark.createDataFrame(
+        records(n), "key binary, value binary, topic string, partition int, offset long"
+    )
+    if processed_at is not None:
+        frame = frame.withColumn("processed_at", F.timestamp_seconds(F.lit(processed_at)))
+    frame = frame.repartition(2).cache()
+    assert frame.count() == n
+    return frame
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    spark = (
-        SparkSession.builder.master("local[2]").appName("bench-parse")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g").config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("bench-parse", "1g")
     with tempfile.TemporaryDirectory() as tmp:
         before = module_at(BEFORE, "spark_apps/pikit_spark/readings.py", "readings_before", Path(tmp))
-    frame = (
-        spark.createDataFrame(
-            records(args.records), "key binary, value binary, topic string, partition int, offset long"
-        )
-        .repartition(2)
-        .cache()
-    )
-    assert frame.count() == args.records
+    frame = cached_records(spark, args.records)
     n = args.records * PER_RECORD
     contenders: dict[str, Callable[[DataFrame], None]] = {
         "plain peer: from_json + explode + windows": peer,
@@ -128,23 +137,10 @@ def main() -> None:
         f"before ({BEFORE}): readings + dead letters": both(before),
         "now: readings + dead letters": both(now),
     }
-    for run in contenders.values():  # warm-up: the JIT and the first job's start-up
-        run(frame.limit(500))
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.rounds):
-        for name, run in contenders.items():
-            started = time.perf_counter()
-            run(frame)
-            rates[name].append(n / (time.perf_counter() - started))
+    rates = alternate(contenders, frame, args.rounds, n, warm=frame.limit(500))
     print(f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
           f"CPUs {sorted(os.sched_getaffinity(0))}, Spark {spark.version}")  # fmt: skip
-    ceiling = statistics.median(rates["plain peer: from_json + explode + windows"])
-    print(f"| {'contender':<48} | {'median readings/s':>17} | {'min':>9} | {'max':>9} | {'vs peer':>7} |")
-    print(f"|{'-' * 50}|{'-' * 18}:|{'-' * 10}:|{'-' * 10}:|{'-' * 8}:|")
-    for name, values in rates.items():
-        median = statistics.median(values)
-        print(f"| {name:<48} | {median:17,.0f} | {min(values):9,.0f} | {max(values):9,.0f} | "
-              f"{median / ceiling:7.2f} |")  # fmt: skip
+    print_table(rates, "plain peer: from_json + explode + windows")
     spark.stop()
 
 

@@ -31,7 +31,7 @@ from pikit_spark.common import (
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.progress import Steps, log_progress
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
+from pikit_spark.sink import TransactionalSink, batch_timestamp, checkpoint_query_id, records_by_topic
 from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -79,29 +79,28 @@ def main(argv: list[str] | None = None) -> None:
 
     def process(batch: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
-        # One parse per micro-batch: windows, state, late readings and dead letters all read it.
-        parsed = parse(batch, args.max_clock_skew_seconds).persist()
         steps = Steps()
+        # One read of the batch: the summary (windows, late readings, dead letters, each
+        # device's marks) is small and cached; every output below derives from it.
+        verdicts = parse(batch, args.max_clock_skew_seconds).verdicts
+        processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
+        step = advance(verdicts, processed_at, state.before(batch_id), timing).persist()
         try:
-            first = batch.select(F.unix_timestamp("processed_at")).first()
-            if first is None:
-                return
-            step = advance(parsed.readings, float(first[0]), state.before(batch_id), timing).persist()
-            closed, late = step.closed.persist(), step.late.persist()
+            steps.done("read and summarized")
             # State and Parquet first: a crash before the Kafka commit replays the batch, which
             # reads the same state version and overwrites what this run wrote.
             state.write(batch_id, step.state)
-            steps.done("parse and state")
+            steps.done("state")
             # One job fetches all three outputs; the Parquet copy of the windows is written
             # before the Kafka commit.
             outputs = records_by_topic({
-                args.aggregates_topic: as_kafka_records(closed),
-                args.late_topic: late_records(late),
-                args.dead_letter_topic: dead_letter_records(parsed.dead_letters),
+                args.aggregates_topic: as_kafka_records(step.closed),
+                args.late_topic: late_records(step.late),
+                args.dead_letter_topic: dead_letter_records(step.dead),
             })  # fmt: skip
             steps.done("outputs fetched")
             if outputs[args.aggregates_topic]:
-                write_parquet(closed, parquet, batch_id)
+                write_parquet(step.closed, parquet, batch_id)
                 steps.done("parquet")
             if any(outputs.values()):
                 sink.write(batch_id, outputs)
@@ -111,11 +110,8 @@ def main(argv: list[str] | None = None) -> None:
                 "batch %d: %s; %s", batch_id, steps,
                 ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
             )  # fmt: skip
-            closed.unpersist()
-            late.unpersist()
-            step.unpersist()
         finally:
-            parsed.unpersist()
+            step.unpersist()
 
     query = (
         records.writeStream.foreachBatch(process)

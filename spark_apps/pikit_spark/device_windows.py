@@ -10,6 +10,10 @@ is stateless and each micro-batch advances a state of our own (pikit_spark/state
   is dropped: one row per device, not one per reading), its highest event time, and
   `closed_through`, the window end up to which its windows are closed.
 
+Each micro-batch is read once, into a summary whose size follows the windows and the
+devices, not the readings (`summarize`); the state, the closed windows, the late readings
+and the dead letters are all computed from it.
+
 A device's windows close when its own event time passes their end by `slack_s`, or when
 the processing time passes their end by `horizon_s` (a device silent for longer). A
 reading for a closed window is late: it is returned with its reason, never dropped
@@ -50,14 +54,12 @@ class Timing:
 class Advance:
     """What one micro-batch produced."""
 
-    closed: (
-        DataFrame  # windows closed now: device, sensor, metric, unit, window_start, window_end, count, ...
-    )
-    late: DataFrame  # the readings' columns and `reason`
+    closed: DataFrame  # windows closed now: device, sensor, metric, unit, window_start, window_end, count…
+    late: DataFrame  # device, seq, sensor, metric, value, unit, ts, reason
+    dead: DataFrame  # Parsed.dead_letters' columns (empty for a frame of valid readings only)
     state: dict[str, DataFrame]  # the next version of STATE_SCHEMAS
-    # The new readings and the merged windows, which the outputs above all derive from:
-    # cached once they are first computed, so that writing the state, the windows and the
-    # late readings does not dedup the batch and merge the windows once per output.
+    # The merged windows, which the state and the closed windows derive from: cached once
+    # computed (the batch's summary below them is checkpointed).
     shared: tuple[DataFrame, ...] = ()
 
     def persist(self) -> Advance:
@@ -70,32 +72,61 @@ class Advance:
             frame.unpersist()
 
 
-def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame], timing: Timing) -> Advance:
-    """One micro-batch of valid readings (device, seq, sensor, metric, value, unit, ts) and
-    the state before it -> closed windows, late readings, the state after it."""
+# The kinds of row in a batch's summary (see summarize).
+ON_TIME, LATE, DEAD = "window", "late", "dead"
+_SEQ_BLOCK_BITS = 6  # seq blocks of 64: one bit each in a long
+_DEAD_COLUMNS = {
+    "key": "binary", "record": "binary", "topic": "string",
+    "partition": "int", "offset": "long", "index": "int",
+}  # fmt: skip
+
+
+def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], timing: Timing) -> Advance:
+    """One micro-batch and the state before it -> closed windows, late readings, dead letters,
+    the state after it.
+
+    `rows` are parse()'s verdicts (pikit_spark/readings.py), or valid readings alone (device,
+    seq, sensor, metric, value, unit, ts). The batch is read once, by `summarize`, into a
+    frame whose size follows the windows and the devices, not the readings; everything else
+    is computed from that summary. A resend within the batch (the same device and seq twice)
+    is found by the summary's seq blocks; only then are the readings of the devices concerned
+    read a second time, deduplicated reading by reading.
+    """
     w = timing.window_s
     horizon_end = int((processed_at - timing.horizon_s) // w * w)  # windows ending by then close
     devices = state["devices"]
-    fresh = (
-        first_seen(readings, devices)
-        .join(devices.select("device", F.col("closed_through").alias("was_closed")), "device", "left")
-        .withColumn("window_start", timing.floor(F.col("ts")))
-    )
-    window_end = F.col("window_start") + w
-    closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
-    reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(window_end <= horizon_end, F.lit(LATE_HORIZON))
-    fresh = fresh.withColumn("reason", reason)
-    late = fresh.where(F.col("reason").isNotNull()).select(*readings.columns, "reason")
-    on_time = fresh.where(F.col("reason").isNull())
+    # Checkpointed, not cached: the joins below meet the devices' table on both sides, and
+    # Spark then re-plans one side, which would no longer match a cache and read the batch again.
+    summary = summarize(rows, devices, horizon_end, timing).localCheckpoint()
+    repeated = [r["device"] for r in summary.where(_repeats_a_seq()).select("device").distinct().collect()]
+    if repeated:
+        again = rows.where(F.col("device").isin(repeated)).dropDuplicates(["device", "seq"])
+        exact = summarize(again, devices, horizon_end, timing, seq_blocks=False)
+        others = ~F.coalesce(F.col("device").isin(repeated), F.lit(False))
+        clean = summary.where(F.col("kind").isNotNull() & others)
+        summary = clean.unionByName(exact).localCheckpoint()
+    else:
+        summary = summary.where(F.col("kind").isNotNull())
+    kind = F.col("kind")
 
-    batch = on_time.groupBy(*WINDOW_KEY).agg(
-        F.count(F.lit(1)).alias("bn"), F.avg("value").alias("bmean"),
-        (F.var_pop("value") * F.count(F.lit(1))).alias("bm2"),
-        F.min("value").alias("bmin"), F.max("value").alias("bmax"), F.max("unit").alias("bunit"),
+    # A window's readings in more than one unit are more than one row of the summary: pooled here.
+    parts = F.collect_list(F.struct("n", "mean", "m2"))
+    pooled = F.aggregate(F.slice(parts, 2, F.size(parts)), parts[0], _pool)
+    batch = (
+        summary.where(kind == ON_TIME)
+        .groupBy(*WINDOW_KEY)
+        .agg(pooled.alias("p"), F.min("min").alias("bmin"), F.max("max").alias("bmax"),
+             F.max("unit").alias("bunit"))
+        .select(*WINDOW_KEY, F.col("p.n").alias("bn"), F.col("p.mean").alias("bmean"),
+                F.col("p.m2").alias("bm2"), "bmin", "bmax", "bunit")
     )  # fmt: skip
     merged = _merge(state["windows"], batch)
 
-    seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"), F.max("ts").alias("bts"))
+    seen = (
+        summary.where(kind.isin(ON_TIME, LATE))
+        .groupBy("device")
+        .agg(F.max("high_seq").alias("bseq"), F.max("high_ts").alias("bts"))
+    )
     after = devices.join(seen, "device", "full_outer").select(
         "device",
         F.greatest("high_seq", "bseq").alias("high_seq"),
@@ -120,12 +151,93 @@ def advance(readings: DataFrame, processed_at: float, state: dict[str, DataFrame
         F.to_date(F.from_unixtime("window_start")).alias("date"),
     )  # fmt: skip
     still_open = flagged.where(~F.col("is_closed")).select(*_WINDOWS_COLUMNS)
+    late = summary.where(kind == LATE).select(
+        "device", F.col("high_seq").alias("seq"), "sensor", "metric", F.col("min").alias("value"), "unit",
+        F.col("high_ts").alias("ts"), "reason",
+    )  # fmt: skip
+    dead = summary.where(kind == DEAD).select(
+        "key", F.col("record").alias("value"), "reason", "topic", "partition", "offset", "index"
+    )
     return Advance(
         closed=closed,
         late=late,
+        dead=dead,
         state={"windows": still_open, "devices": devices_after},
-        shared=(fresh, flagged),
+        shared=(flagged,),
     )
+
+
+def summarize(
+    verdicts: DataFrame, devices: DataFrame, horizon_end: int, timing: Timing, *, seq_blocks: bool = True
+) -> DataFrame:
+    """One pass over a batch's verdicts (or valid readings alone) -> a small frame, one row per:
+
+    - window of the batch's on-time readings (kind "window"): device, sensor, metric,
+      window_start, n, mean, m2, min, max, unit, and the highest seq and ts in it;
+    - late reading (kind "late") and dead letter (kind "dead"), each a row of its own,
+      with its reason;
+    - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
+      seq seen. A block whose n exceeds its bits holds a seq twice (`_repeats_a_seq`).
+
+    Resends of a seq at or below the device's high-water mark are dropped here. The
+    devices' table is small and broadcast: no per-reading row crosses the network, and
+    Spark's partial aggregation folds the readings into these rows where they are read.
+    """
+    marks = F.broadcast(devices.select("device", "high_seq", F.col("closed_through").alias("was_closed")))
+    rows = (
+        _as_verdicts(verdicts)
+        .join(marks, "device", "left")
+        .where(F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq")) | F.col("reason").isNotNull())
+    )
+    window_start = timing.floor(F.col("ts"))
+    window_end = window_start + timing.window_s
+    closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
+    too_old = window_end <= horizon_end
+    late_reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(too_old, F.lit(LATE_HORIZON))
+    dead = F.col("reason").isNotNull()
+    kind = F.when(dead, F.lit(DEAD)).when(late_reason.isNotNull(), F.lit(LATE)).otherwise(F.lit(ON_TIME))
+    keyed = rows.select(
+        "device", "seq", "sensor", "metric", "value", "unit", "ts",
+        kind.alias("kind"),
+        window_start.alias("window_start"),
+        F.coalesce(F.col("reason"), late_reason).alias("reason"),
+        # A late reading and a dead letter are each a group of their own.
+        F.when(kind == LATE, F.col("seq")).alias("late_seq"),
+        F.when(dead, F.struct("topic", "partition", "offset", "index")).alias("dead_at"),
+        F.when(~dead, F.shiftright("seq", _SEQ_BLOCK_BITS)).alias("seq_block"),
+        F.when(~dead, F.expr(f"shiftleft(1L, seq & {(1 << _SEQ_BLOCK_BITS) - 1})")).alias("seq_bit"),
+        F.when(dead, F.col("key")).alias("key"), F.when(dead, F.col("record")).alias("record"),
+    )  # fmt: skip
+    # Every text and byte string is a key, so that each aggregate is a fixed-width number and
+    # Spark aggregates in a hash map; a text aggregate (max(unit)) would sort every reading.
+    by_window = ["kind", "device", "sensor", "metric", "unit", "window_start", "reason", "late_seq",
+                 "dead_at", "key", "record"]  # fmt: skip
+    grouped = (
+        keyed.groupingSets([by_window, ["device", "seq_block"]], *by_window, "seq_block")
+        if seq_blocks
+        else keyed.groupBy(*by_window, F.lit(None).cast("long").alias("seq_block"))
+    )
+    n = F.count(F.lit(1))
+    return grouped.agg(
+        n.alias("n"), F.avg("value").alias("mean"), (F.var_pop("value") * n).alias("m2"),
+        F.min("value").alias("min"), F.max("value").alias("max"),
+        F.max("seq").alias("high_seq"), F.max("ts").alias("high_ts"), F.bit_or("seq_bit").alias("seq_bits"),
+    ).select(
+        "*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index"))
+    )  # fmt: skip
+
+
+def _repeats_a_seq() -> Column:
+    """A seq block of the summary in which some seq came twice."""
+    return F.col("kind").isNull() & (F.col("n") > F.bit_count("seq_bits"))
+
+
+def _as_verdicts(rows: DataFrame) -> DataFrame:
+    """parse()'s verdicts as they are, or valid readings alone with the dead-letter columns null."""
+    if "reason" in rows.columns:
+        return rows
+    missing = [F.lit(None).cast(ddl).alias(name) for name, ddl in _DEAD_COLUMNS.items()]
+    return rows.select(*rows.columns, F.lit(None).cast("string").alias("reason"), *missing)
 
 
 def first_seen(readings: DataFrame, devices: DataFrame) -> DataFrame:
@@ -145,6 +257,17 @@ def seq_marks(devices: DataFrame, fresh: DataFrame) -> DataFrame:
     seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"))
     return devices.join(seen, "device", "full_outer").select(
         "device", F.greatest("high_seq", "bseq").alias("high_seq")
+    )
+
+
+def _pool(a: Column, b: Column) -> Column:
+    """Chan et al.'s merge of two (n, mean, m2) structs."""
+    n = a["n"] + b["n"]
+    delta = b["mean"] - a["mean"]
+    return F.struct(
+        n.alias("n"),
+        (a["mean"] + delta * b["n"] / n).alias("mean"),
+        (a["m2"] + b["m2"] + delta * delta * a["n"] * b["n"] / n).alias("m2"),
     )
 
 

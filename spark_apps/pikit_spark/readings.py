@@ -197,8 +197,10 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     # Two explodes, one per path, so that neither path's readings are copied: a record explodes
     # into its readings on its own path and into one row of nulls on the other. A record that
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
+    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], max_clock_skew_s)
     typed_rows = parsed.select(
-        "key", "value", "topic", "partition", "offset", "now_s", "fast", "v",
+        "key", F.when(may_hold_dead, F.col("value")).alias("value"),
+        "topic", "partition", "offset", "now_s", "fast", "v",
         record_reason.alias("record_reason"),
         F.when(fast, j["device"]).otherwise(env.get("device", "string")).alias("device"),
         F.posexplode_outer(F.when(fast, j["readings"])).alias("typed_index", "f"),
@@ -283,6 +285,20 @@ def _form_checks(seq: Column, sensor: Column, metric: Column, unit: Column) -> l
         (metric.rlike(NAME_PATTERN), bad_name("metric")),
         (F.length(unit) <= UNIT_MAX_LEN, BAD_UNIT),
     ]
+
+
+def _numbers_all_good(readings: Column, max_clock_skew_s: int) -> Column:
+    """Whether every reading of a typed record passes `_number_checks` (false when unsure).
+
+    The explode copies the columns beside each reading: a record's bytes, which only a dead
+    letter needs, go along only with a record that may hold one, not with every reading."""
+    values, stamps = readings["value"], readings["ts"]
+    ok = (
+        (F.array_min(values) >= -_DOUBLE_MAX) & (F.array_max(values) <= _DOUBLE_MAX)
+        & (F.array_min(stamps) >= TS_MIN) & (F.array_max(stamps) <= TS_MAX)
+        & (F.array_max(stamps) <= F.col("now_s") + max_clock_skew_s)
+    )  # fmt: skip
+    return F.coalesce(ok, F.lit(False))
 
 
 def _number_checks(value: Column, ts: Column, max_clock_skew_s: int) -> list[tuple[Column, str]]:

@@ -59,6 +59,14 @@ def checkpoint_query_id(checkpoint: str) -> str:
     return str(json.loads(first_line)["id"])
 
 
+def batch_timestamp(checkpoint: str, batch_id: int) -> float:
+    """The timestamp (s) Spark gave a micro-batch, from `<checkpoint>/offsets/<id>`: what
+    current_timestamp() means inside that batch, on its first run and on a replay alike.
+    Read from the file, it costs no Spark job."""
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    return int(json.loads(lines[1])["batchTimestampMs"]) / 1000
+
+
 class TransactionalSink:
     """Writes each micro-batch of records to its topics once, whatever restarts happen."""
 

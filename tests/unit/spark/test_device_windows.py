@@ -7,15 +7,24 @@ from __future__ import annotations
 import json
 import random
 import statistics
+from collections import Counter
 from typing import Any
 
 from edge_agent.contract import Reading, encode_batch
-from pikit_spark.device_windows import LATE_CLOSED, LATE_HORIZON, STATE_SCHEMAS, Timing, advance
-from pyspark.sql import SparkSession
+from pikit_spark.device_windows import (
+    LATE_CLOSED,
+    LATE_HORIZON,
+    STATE_SCHEMAS,
+    Timing,
+    advance,
+    summarize,
+)
+from pikit_spark.readings import parse
+from pyspark.sql import DataFrame, SparkSession
 
 from tests.pipeline_model import Timing as ModelTiming
 from tests.pipeline_model import compare, outcome
-from tests.unit.spark.records import T0
+from tests.unit.spark.records import T0, batch, reading
 
 READING = "device string, seq long, sensor string, metric string, value double, unit string, ts double"
 TIMING = Timing(window_s=60, slack_s=10, horizon_s=3600)
@@ -152,3 +161,58 @@ def test_the_pipeline_model_agrees_with_advance_on_a_messy_stream(spark: SparkSe
     assert sorted((r.device, r.seq) for r in model.late) == sorted(
         (r["device"], r["seq"]) for r in stream.late
     )
+
+
+KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long"
+
+
+def test_the_summary_grows_with_windows_and_devices_not_with_readings(spark: SparkSession) -> None:
+    """One device, 6,000 readings over 100 minutes: the batch folds into a row per window
+    and per block of 64 seqs; nothing per reading is kept."""
+    rows = readings("a", range(6000), T0)
+    devices = spark.createDataFrame([], STATE_SCHEMAS["devices"])
+    summary = summarize(spark.createDataFrame(rows, READING), devices, horizon_end=0, timing=TIMING)
+    kinds = Counter(r["kind"] for r in summary.collect())
+    assert kinds == {"window": 100, None: len(range(0, 6000, 64))}
+
+
+def test_a_seq_repeated_within_a_batch_counts_once_whatever_the_copy_holds(spark: SparkSession) -> None:
+    """A resend within one batch is found by its seq block; a copy that claims another window
+    or metric is the same reading all the same (first-come, as the dedup by seq always was)."""
+    stream = Stream(spark)
+    forged = ("a", 10, "sim", "other", 500.0, "C", T0 + 70)
+    stream.batch([*readings("a", range(60), T0), forged, *readings("a", range(60, 180), T0 + 60)], T0 + 200)
+    counts = {(w["metric"], int(w["window_start"] - T0)): w["count"] for w in stream.closed}
+    assert sum(counts.values()) == 120, f"minutes 0 and 1 closed, seq 10 once: {counts}"
+    assert counts.get(("t", 60)) == 60
+
+
+def test_the_batch_gives_the_dead_letters_of_its_one_parse(spark: SparkSession) -> None:
+    closer = reading(99, T0 + 600, value=0.0)
+    good = batch("edge-9", [reading(1, T0, value=2.0), reading(2, T0 + 1, value=4.0), closer])
+    bad_reading = batch("edge-9", [reading(3, T0 + 2), {**reading(4, T0 + 3), "seq": -1}])
+    records = [(b"k", value, "t", 0, offset) for offset, value in enumerate([good, b"not json", bad_reading])]
+    parsed = parse(spark.createDataFrame(records, KAFKA_SCHEMA), max_clock_skew_s=10**9)
+    state = {name: spark.createDataFrame([], ddl) for name, ddl in STATE_SCHEMAS.items()}
+    step = advance(parsed.verdicts, T0 + 600, state, TIMING)
+
+    def letters(frame: DataFrame) -> list[tuple[Any, ...]]:
+        return sorted((r["reason"], r["offset"], r["index"], bytes(r["value"])) for r in frame.collect())
+
+    assert letters(step.dead) == letters(parsed.dead_letters)
+    assert [r["offset"] for r in step.dead.collect()] != [], "the malformed record and reading are there"
+    (window,) = step.closed.collect()
+    assert window["count"] == 3, "seq 1, 2 and the good reading (seq 3) beside the bad one"
+    assert (window["min"], window["max"]) == (2.0, 20.0)
+
+
+def test_a_window_whose_unit_changes_is_one_window_pooled_exactly(spark: SparkSession) -> None:
+    stream = Stream(spark)
+    celsius = readings("a", range(30), T0, value=1.0)
+    kelvin = [(*r[:5], "K", r[6]) for r in readings("a", range(30, 60), T0 + 30, value=50.0)]
+    stream.batch([*celsius, *kelvin, *readings("a", range(60, 80), T0 + 60)], T0 + 90)
+    (window,) = [w for w in stream.closed if w["window_start"] == T0]
+    values = [r[4] for r in celsius + kelvin]
+    assert (window["count"], window["unit"]) == (60, "K")
+    assert abs(window["mean"] - statistics.fmean(values)) < 1e-9
+    assert abs(window["stddev"] - statistics.pstdev(values)) < 1e-9
