@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pikit_spark.anomalies import (
-    BaselineStore,
-    Rules,
-    Threshold,
-    alerts,
-    as_kafka_records,
-    updated_baseline,
-)
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.common import (
     LOG,
     kafka_options,
@@ -28,7 +21,6 @@ from pikit_spark.common import (
     streaming_parser,
     trigger,
 )
-from pikit_spark.device_windows import first_seen, seq_marks
 from pikit_spark.progress import log_progress
 from pikit_spark.readings import parse
 from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
@@ -70,22 +62,17 @@ def main(argv: list[str] | None = None) -> None:
         read_topic(spark, kafka, args.readings_topic, args), args.max_clock_skew_seconds
     ).readings
 
-    def judge(batch: Any, batch_id: int) -> None:
+    def judge_batch(batch: Any, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/readings")
-        state = store.before(batch_id)
-        fresh = first_seen(batch, state["devices"]).persist()
-        found = alerts(fresh, state["baseline"], rules).persist()
-        outputs = records_by_topic({args.alerts_topic: as_kafka_records(found)})
+        # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
+        judged = judge(batch, store.before(batch_id), rules)
+        outputs = records_by_topic({args.alerts_topic: as_kafka_records(judged.alerts)})
         if outputs[args.alerts_topic]:
             sink.write(batch_id, outputs)
-        store.write(
-            batch_id, updated_baseline(state["baseline"], fresh, rules), seq_marks(state["devices"], fresh)
-        )
-        found.unpersist()
-        fresh.unpersist()
+        store.write(batch_id, judged.baseline, judged.devices)
 
     query = (
-        readings.writeStream.foreachBatch(judge).option("checkpointLocation", f"{checkpoints}/readings")
+        readings.writeStream.foreachBatch(judge_batch).option("checkpointLocation", f"{checkpoints}/readings")
         .trigger(**trigger(args)).queryName(APP).start()
     )  # fmt: skip
     LOG.info(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq, seq_marks
 from pikit_spark.state import VersionedTables
 
 ALERT_SCHEMA_VERSION = 1
@@ -66,6 +67,87 @@ def _threshold_reason(rules: Rules) -> Column:
 
 def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
     """Readings that break a threshold or lie more than k stddevs from the baseline's mean."""
+    judged = _judged(readings, baseline, rules)
+    return judged.where(F.col("reason").isNotNull()).select(
+        *KEY, "seq", "value", "unit", "ts", "reason",
+        F.col("mean").alias("baseline_mean"), F.col("stddev").alias("baseline_stddev"),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What one micro-batch produced."""
+
+    alerts: DataFrame  # `alerts`' columns
+    baseline: DataFrame  # the next version of BaselineStore.SCHEMA
+    devices: DataFrame  # the next version of BaselineStore.DEVICES
+
+
+# The kinds of row in a batch's summary (see _summarize).
+_BASELINE, _ALERT = "baseline", "alert"
+_ALERT_COLUMNS = ["seq", "value", "unit", "ts", "reason", "baseline_mean", "baseline_stddev"]
+
+
+def judge(readings: DataFrame, state: dict[str, DataFrame], rules: Rules) -> Judged:
+    """One micro-batch of valid readings and the state before it (BaselineStore.before) ->
+    the alerts, the next baseline and seq marks.
+
+    The batch is read once, into a summary whose size follows the baseline's keys and the
+    alerts, not the readings: per device x sensor x metric the batch's count/mean/M2 and
+    highest seq, and a row per alert. Each reading counts once (pikit_spark/seqs.py)."""
+
+    def summarize(rows: DataFrame, seq_blocks: bool = True) -> DataFrame:
+        return _summarize(rows, state, rules, seq_blocks)
+
+    summary = once_per_seq(
+        summarize(readings).localCheckpoint(), readings, lambda again: summarize(again, False),
+        is_block=F.col("kind").isNull(),
+    )  # fmt: skip
+    kind = F.col("kind")
+    found = summary.where(kind == _ALERT).select(*KEY, *_ALERT_COLUMNS)
+    stats = summary.where(kind == _BASELINE)
+    batch = stats.select(*KEY, F.col("n").cast("double").alias("bn"), F.col("mean").alias("bmean"),
+                         F.col("m2").alias("bm2"))  # fmt: skip
+    seen = stats.groupBy("device").agg(F.max("high_seq").alias("bseq"))
+    return Judged(found, _merged_baseline(state["baseline"], batch, rules), seq_marks(state["devices"], seen))
+
+
+def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, seq_blocks: bool) -> DataFrame:
+    """A row per device x sensor x metric (kind "baseline"), per alert (kind "alert"), and, with
+    `seq_blocks`, per block of 64 seqs of a device (kind null); numbers only as aggregates,
+    so that Spark aggregates in a hash map. The state's tables are small and broadcast."""
+    fresh = above_marks(readings, state["devices"])
+    judged = _judged(fresh, F.broadcast(state["baseline"]), rules)
+    alert = F.col("reason").isNotNull()
+    keyed = judged.select(
+        *KEY, "seq", "value", "ts", F.lit(_BASELINE).alias("kind"),
+        # An alert is also a group of its own (its reading still counts in the baseline).
+        *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
+        F.col("mean").alias("baseline_mean"), F.col("stddev").alias("baseline_stddev"),
+        *block_columns(F.lit(True)),
+    )  # fmt: skip
+    by_key = ["kind", *KEY]
+    by_alert = [f"a_{c}" for c in [*KEY, "seq", "unit", "reason"]]
+    sets = [by_key, by_alert, BLOCK_KEY] if seq_blocks else [by_key, by_alert]
+    n = F.count(F.lit(1))
+    summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
+        n.alias("n"), F.avg("value").alias("mean"), (F.var_pop("value") * n).alias("m2"),
+        F.max("seq").alias("high_seq"), F.min("value").alias("value"), F.min("ts").alias("ts"),
+        F.min("baseline_mean").alias("baseline_mean"), F.min("baseline_stddev").alias("baseline_stddev"),
+        *block_aggregates(),
+    )  # fmt: skip
+    # The readings that raise no alert make one group of nulls in `by_alert`: dropped.
+    is_alert = F.col("a_seq").isNotNull()
+    kind = F.when(F.col("kind").isNotNull(), F.col("kind")).when(is_alert, F.lit(_ALERT))
+    return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
+        kind.alias("kind"), *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY), "seq_block", "n", "mean", "m2",
+        "high_seq", "seq_bits", F.col("a_seq").alias("seq"), "value", F.col("a_unit").alias("unit"), "ts",
+        F.col("a_reason").alias("reason"), "baseline_mean", "baseline_stddev",
+    )  # fmt: skip
+
+
+def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
+    """The readings beside their baseline (mean, stddev) and the reason they alert, or null."""
     joined = readings.join(baseline.select(*KEY, "n", "mean", "m2"), KEY, "left")
     stddev = F.sqrt(F.col("m2") / F.col("n"))
     z = F.abs(F.col("value") - F.col("mean")) / stddev
@@ -73,26 +155,21 @@ def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
         (F.col("n") >= rules.min_samples) & (stddev > 0) & (z > rules.k),
         F.format_string("%.1f standard deviations from the baseline mean %.3f", z, F.col("mean")),
     )
-    judged = joined.withColumn("reason", F.coalesce(_threshold_reason(rules), deviation))
-    return judged.where(F.col("reason").isNotNull()).select(
-        *KEY,
-        "seq",
-        "value",
-        "unit",
-        "ts",
-        "reason",
-        F.col("mean").alias("baseline_mean"),
-        stddev.alias("baseline_stddev"),
-    )
+    reason = F.coalesce(_threshold_reason(rules), deviation)
+    return joined.withColumn("stddev", stddev).withColumn("reason", reason).drop("n")
 
 
 def updated_baseline(baseline: DataFrame, readings: DataFrame, rules: Rules) -> DataFrame:
-    """Chan et al.'s merge of the old state with this batch's count/mean/M2, count capped."""
+    """Chan et al.'s merge of the old state with these readings' count/mean/M2, count capped."""
     batch = readings.groupBy(*KEY).agg(
         F.count(F.lit(1)).cast("double").alias("bn"),
         F.avg("value").alias("bmean"),
         (F.var_pop("value") * F.count(F.lit(1))).alias("bm2"),
     )
+    return _merged_baseline(baseline, batch, rules)
+
+
+def _merged_baseline(baseline: DataFrame, batch: DataFrame, rules: Rules) -> DataFrame:
     merged = baseline.join(batch, KEY, "full_outer").select(
         *KEY,
         F.coalesce("n", F.lit(0.0)).alias("an"), F.coalesce("mean", F.lit(0.0)).alias("amean"),

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
+
 WINDOWS_SCHEMA = (
     "device string, sensor string, metric string, unit string, window_start long, "
     "n long, mean double, m2 double, min double, max double"
@@ -74,7 +76,6 @@ class Advance:
 
 # The kinds of row in a batch's summary (see summarize).
 ON_TIME, LATE, DEAD = "window", "late", "dead"
-_SEQ_BLOCK_BITS = 6  # seq blocks of 64: one bit each in a long
 _DEAD_COLUMNS = {
     "key": "binary", "record": "binary", "topic": "string",
     "partition": "int", "offset": "long", "index": "int",
@@ -97,16 +98,12 @@ def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], t
     devices = state["devices"]
     # Checkpointed, not cached: the joins below meet the devices' table on both sides, and
     # Spark then re-plans one side, which would no longer match a cache and read the batch again.
-    summary = summarize(rows, devices, horizon_end, timing).localCheckpoint()
-    repeated = [r["device"] for r in summary.where(_repeats_a_seq()).select("device").distinct().collect()]
-    if repeated:
-        again = rows.where(F.col("device").isin(repeated)).dropDuplicates(["device", "seq"])
-        exact = summarize(again, devices, horizon_end, timing, seq_blocks=False)
-        others = ~F.coalesce(F.col("device").isin(repeated), F.lit(False))
-        clean = summary.where(F.col("kind").isNotNull() & others)
-        summary = clean.unionByName(exact).localCheckpoint()
-    else:
-        summary = summary.where(F.col("kind").isNotNull())
+    summary = once_per_seq(
+        summarize(rows, devices, horizon_end, timing).localCheckpoint(),
+        rows,
+        lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False),
+        is_block=F.col("kind").isNull(),
+    )
     kind = F.col("kind")
 
     # A window's readings in more than one unit are more than one row of the summary: pooled here.
@@ -177,18 +174,14 @@ def summarize(
     - late reading (kind "late") and dead letter (kind "dead"), each a row of its own,
       with its reason;
     - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
-      seq seen. A block whose n exceeds its bits holds a seq twice (`_repeats_a_seq`).
+      seq seen (pikit_spark/seqs.py).
 
     Resends of a seq at or below the device's high-water mark are dropped here. The
     devices' table is small and broadcast: no per-reading row crosses the network, and
     Spark's partial aggregation folds the readings into these rows where they are read.
     """
-    marks = F.broadcast(devices.select("device", "high_seq", F.col("closed_through").alias("was_closed")))
-    rows = (
-        _as_verdicts(verdicts)
-        .join(marks, "device", "left")
-        .where(F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq")) | F.col("reason").isNotNull())
-    )
+    marks = devices.select("device", "high_seq", F.col("closed_through").alias("was_closed"))
+    rows = above_marks(_as_verdicts(verdicts), marks)  # a dead letter has no device: kept
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
@@ -204,8 +197,7 @@ def summarize(
         # A late reading and a dead letter are each a group of their own.
         F.when(kind == LATE, F.col("seq")).alias("late_seq"),
         F.when(dead, F.struct("topic", "partition", "offset", "index")).alias("dead_at"),
-        F.when(~dead, F.shiftright("seq", _SEQ_BLOCK_BITS)).alias("seq_block"),
-        F.when(~dead, F.expr(f"shiftleft(1L, seq & {(1 << _SEQ_BLOCK_BITS) - 1})")).alias("seq_bit"),
+        *block_columns(~dead),
         F.when(dead, F.col("key")).alias("key"), F.when(dead, F.col("record")).alias("record"),
     )  # fmt: skip
     # Every text and byte string is a key, so that each aggregate is a fixed-width number and
@@ -213,7 +205,7 @@ def summarize(
     by_window = ["kind", "device", "sensor", "metric", "unit", "window_start", "reason", "late_seq",
                  "dead_at", "key", "record"]  # fmt: skip
     grouped = (
-        keyed.groupingSets([by_window, ["device", "seq_block"]], *by_window, "seq_block")
+        keyed.groupingSets([by_window, BLOCK_KEY], *by_window, "seq_block")
         if seq_blocks
         else keyed.groupBy(*by_window, F.lit(None).cast("long").alias("seq_block"))
     )
@@ -221,15 +213,10 @@ def summarize(
     return grouped.agg(
         n.alias("n"), F.avg("value").alias("mean"), (F.var_pop("value") * n).alias("m2"),
         F.min("value").alias("min"), F.max("value").alias("max"),
-        F.max("seq").alias("high_seq"), F.max("ts").alias("high_ts"), F.bit_or("seq_bit").alias("seq_bits"),
+        F.max("seq").alias("high_seq"), F.max("ts").alias("high_ts"), *block_aggregates(),
     ).select(
         "*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index"))
     )  # fmt: skip
-
-
-def _repeats_a_seq() -> Column:
-    """A seq block of the summary in which some seq came twice."""
-    return F.col("kind").isNull() & (F.col("n") > F.bit_count("seq_bits"))
 
 
 def _as_verdicts(rows: DataFrame) -> DataFrame:
@@ -238,26 +225,6 @@ def _as_verdicts(rows: DataFrame) -> DataFrame:
         return rows
     missing = [F.lit(None).cast(ddl).alias(name) for name, ddl in _DEAD_COLUMNS.items()]
     return rows.select(*rows.columns, F.lit(None).cast("string").alias("reason"), *missing)
-
-
-def first_seen(readings: DataFrame, devices: DataFrame) -> DataFrame:
-    """The readings not seen before: one per (device, seq), above the device's high `seq`.
-
-    A device's readings arrive in `seq` order (one partition per device, an idempotent
-    producer), so a reading at or below the mark is a resend after an agent crash.
-    """
-    marks = devices.select("device", "high_seq")
-    unique = readings.dropDuplicates(["device", "seq"])
-    above = F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq"))
-    return unique.join(marks, "device", "left").where(above).drop("high_seq")
-
-
-def seq_marks(devices: DataFrame, fresh: DataFrame) -> DataFrame:
-    """Each device's highest `seq` after this batch (resends at or below it are dropped)."""
-    seen = fresh.groupBy("device").agg(F.max("seq").alias("bseq"))
-    return devices.join(seen, "device", "full_outer").select(
-        "device", F.greatest("high_seq", "bseq").alias("high_seq")
-    )
 
 
 def _pool(a: Column, b: Column) -> Column:

@@ -7,10 +7,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, updated_baseline
-from pikit_spark.device_windows import first_seen, seq_marks
+from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, judge, updated_baseline
 from pikit_spark.rollup import daily
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from tests.unit.spark.records import T0
 
@@ -38,17 +37,14 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     first = [20.0 + (i % 5) * 0.1 for i in range(40)]
     second = [20.0 + (i % 3) * 0.2 for i in range(25)]
 
-    def run(batch_id: int, frame: DataFrame) -> DataFrame:
-        state = store.before(batch_id)
-        fresh = first_seen(frame, state["devices"])
-        found = alerts(fresh, state["baseline"], rules)
-        store.write(
-            batch_id, updated_baseline(state["baseline"], fresh, rules), seq_marks(state["devices"], fresh)
-        )
+    def run(batch_id: int, frame: DataFrame) -> list[Row]:
+        judged = judge(frame, store.before(batch_id), rules)
+        found = judged.alerts.collect()
+        store.write(batch_id, judged.baseline, judged.devices)
         return found
 
     for batch_id, values in enumerate([first, second]):
-        assert run(batch_id, _readings(spark, values, start_seq=batch_id * 100)).count() == 0
+        assert run(batch_id, _readings(spark, values, start_seq=batch_id * 100)) == []
     # A replayed batch 1 starts again from batch 0's baseline: nothing counted twice.
     run(1, _readings(spark, second, 100))
     # An agent resent batch 0's readings after a crash: below the seq mark, not counted again.
@@ -61,10 +57,16 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     assert math.isclose(row["m2"] / row["n"], statistics.pvariance(everything), rel_tol=1e-9)
 
     suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
-    found = {r["seq"]: r["reason"] for r in alerts(suspicious, store.before(3)["baseline"], rules).collect()}
-    assert set(found) == {501, 502}
-    assert "standard deviations" in found[501]
-    assert found[502] == "above 30"
+    # seq 502 comes twice in the batch (a resend within it): one alert, counted once.
+    found = run(3, suspicious.union(suspicious.where("seq = 502")))
+    assert sorted(r["seq"] for r in found) == [501, 502]
+    reasons = {r["seq"]: r["reason"] for r in found}
+    assert "standard deviations" in reasons[501]
+    assert reasons[502] == "above 30"
+    by_seq = sorted(found, key=lambda r: r["seq"])
+    assert by_seq == alerts(suspicious, store.before(3)["baseline"], rules).orderBy("seq").collect()
+    (row,) = store.before(4)["baseline"].collect()
+    assert row["n"] == len(everything) + 3
 
 
 def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:

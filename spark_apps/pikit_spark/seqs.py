@@ -1,0 +1,61 @@
+"""Each reading once: by (device, seq), without a per-reading shuffle in the common case.
+
+A device's readings arrive in `seq` order (one partition per device, an idempotent
+producer), so a reading at or below the device's high-water mark is a resend after an
+agent crash: one row of state per device drops it. A resend within one micro-batch is
+found while the batch is summarized: beside its other groups, a summary groups each
+device's readings by blocks of 64 seqs, counting them and setting a bit per seq. A block
+with more readings than bits holds a seq twice; only then are that device's readings read
+again and deduplicated one by one (`once_per_seq`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+_BLOCK_BITS = 6  # blocks of 64 seqs: one bit each in a long
+BLOCK_KEY = ["device", "seq_block"]
+
+
+def block_columns(counted: Column) -> list[Column]:
+    """`seq_block` and `seq_bit` of the rows where `counted` holds (null elsewhere)."""
+    return [
+        F.when(counted, F.shiftright("seq", _BLOCK_BITS)).alias("seq_block"),
+        F.when(counted, F.expr(f"shiftleft(1L, seq & {(1 << _BLOCK_BITS) - 1})")).alias("seq_bit"),
+    ]
+
+
+def block_aggregates() -> list[Column]:
+    return [F.bit_or("seq_bit").alias("seq_bits")]
+
+
+def once_per_seq(
+    summary: DataFrame, rows: DataFrame, resummarize: Callable[[DataFrame], DataFrame], is_block: Column
+) -> DataFrame:
+    """The summary (checkpointed) without its seq blocks (`is_block` rows), where every device
+    whose seqs repeat in the batch is summarized again by `resummarize` from its rows
+    deduplicated by (device, seq) (one copy kept: a resend is the same reading)."""
+    repeats = is_block & (F.col("n") > F.bit_count("seq_bits"))
+    repeated = [r["device"] for r in summary.where(repeats).select("device").distinct().collect()]
+    if not repeated:
+        return summary.where(~is_block)
+    again = resummarize(rows.where(F.col("device").isin(repeated)).dropDuplicates(["device", "seq"]))
+    others = ~F.coalesce(F.col("device").isin(repeated), F.lit(False))
+    return summary.where(~is_block & others).unionByName(again).localCheckpoint()
+
+
+def above_marks(rows: DataFrame, devices: DataFrame) -> DataFrame:
+    """The rows above their device's `high_seq` (all of a device not seen before), beside the
+    devices' other columns; the devices' table is small and broadcast."""
+    joined = rows.join(F.broadcast(devices), "device", "left")
+    return joined.where(F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq")))
+
+
+def seq_marks(devices: DataFrame, seen: DataFrame) -> DataFrame:
+    """Each device's highest `seq` after this batch, from `seen` (device, bseq)."""
+    return devices.join(seen, "device", "full_outer").select(
+        "device", F.greatest("high_seq", "bseq").alias("high_seq")
+    )
