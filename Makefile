@@ -55,6 +55,7 @@ bench: bootstrap artifacts ## benchmarks (never part of make test); results go i
 	@$(PY) -m bench.agent_footprint --backlog 400000 --seconds 60
 	@taskset -c 0 $(PY) -m bench.spool_write --readings 400000 --rounds 5
 	@taskset -c 0,1 $(PY) -m bench.parse --records 20000 --rounds 3
+	@taskset -c 0,1 $(PY) -m bench.batch --records 10000 --rounds 3
 
 bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
 	@$(PY) -m bench.pipeline
