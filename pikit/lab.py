@@ -17,6 +17,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,10 @@ class LabSpec:
 
 def spec_from_inventory(inventory: Path) -> LabSpec:
     """Read the lab's shape from the very inventory the playbooks use."""
-    proc = run(["ansible-inventory", "-i", inventory, "--list"], capture=True)
+    # The venv's own, beside this interpreter: a bench run as `python -m` has no venv on PATH.
+    beside = Path(sys.executable).with_name("ansible-inventory")
+    command = str(beside) if beside.exists() else "ansible-inventory"
+    proc = run([command, "-i", inventory, "--list"], capture=True)
     data = json.loads(proc.stdout)
     hostvars: dict[str, dict[str, str]] = data.get("_meta", {}).get("hostvars", {})
     if not hostvars:
