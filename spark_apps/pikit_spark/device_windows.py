@@ -241,17 +241,18 @@ def _pool(a: Column, b: Column) -> Column:
 def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:
     """Chan et al.'s merge of the open windows with this batch's count/mean/M2/min/max."""
     both = windows.join(batch, WINDOW_KEY, "full_outer")
-    an, bn = F.coalesce("n", F.lit(0)), F.coalesce("bn", F.lit(0))
-    amean, bmean = F.coalesce("mean", F.lit(0.0)), F.coalesce("bmean", F.lit(0.0))
-    n = an + bn
-    delta = bmean - amean
+
+    def moments(n: str, mean: str, m2: str) -> Column:  # a side without the window counts as empty
+        return F.struct(
+            F.coalesce(n, F.lit(0)).alias("n"), F.coalesce(mean, F.lit(0.0)).alias("mean"),
+            F.coalesce(m2, F.lit(0.0)).alias("m2"),
+        )  # fmt: skip
+
+    pooled = _pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
     return both.select(
         "device", "sensor", "metric",
         F.coalesce("unit", "bunit").alias("unit"), "window_start",
-        n.alias("n"),
-        (amean + delta * bn / n).alias("mean"),
-        (F.coalesce("m2", F.lit(0.0)) + F.coalesce("bm2", F.lit(0.0)) + delta * delta * an * bn / n)
-        .alias("m2"),
+        pooled["n"].alias("n"), pooled["mean"].alias("mean"), pooled["m2"].alias("m2"),
         F.least("min", "bmin").alias("min"), F.greatest("max", "bmax").alias("max"),
     )  # fmt: skip
 
