@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
         steps = Steps()
         # One read of the batch: the summary (windows, late readings, dead letters, each
-        # device's marks) is small and cached; every output below derives from it.
+        # device's marks) is small and checkpointed; every output below derives from it.
         verdicts = parse(batch, args.max_clock_skew_seconds).verdicts
         processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
         step = advance(verdicts, processed_at, state.before(batch_id), timing).persist()
