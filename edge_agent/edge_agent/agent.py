@@ -1,4 +1,10 @@
-"""The agent's main loop: sample each sensor on its interval, spool every reading, send in the background."""
+"""The agent: each sensor sampled on its own thread and interval, each reading spooled, then sent.
+
+A sensor whose read is slow or hangs (a stuck I2C bus, a DHT22 retrying) delays no other
+sensor. A read that takes longer than the sensor's `timeout` is a failed read: its values
+are not taken, since no one knows when they were measured. While a read is overdue the
+sensor shows as stalled (a log line and the `edge_agent_sensor_stalled` gauge).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -23,6 +30,18 @@ from edge_agent.spool import Spool
 log = logging.getLogger("edge_agent")
 SHUTDOWN_DRAIN_SECONDS = 10.0
 CLOCK_CHECK_SECONDS = 5.0
+WATCH_SECONDS = 1.0
+
+
+@dataclass
+class Scheduled:
+    """A sensor, its schedule, and the read it has in progress (monotonic start), if any."""
+
+    sensor: Sensor
+    interval: float
+    timeout: float
+    reading_since: float | None = None
+    stalled: bool = False
 
 
 class Agent:
@@ -45,17 +64,37 @@ class Agent:
             log.error("spool: %d readings lost to damaged frames (disk damage?)", self.spool.damaged)
         self.metrics.spool_state = lambda: (self.spool.depth, self.spool.size_bytes, self.spool.counters())
         self.next_seq = self.spool.high_seq + 1
-        self.sensors: list[tuple[Sensor, float]] = [
-            (build(sensor, i), sensor.interval) for i, sensor in enumerate(config.sensors)
+        self.sensors = [
+            Scheduled(build(sensor, i), sensor.interval, sensor.timeout)
+            for i, sensor in enumerate(config.sensors)
         ]
+        self.metrics.sensors_stalled = lambda: {s.sensor.name: int(s.stalled) for s in self.sensors}
+        self._taking = threading.Lock()  # sequence numbers and spool order across sensor threads
+        self.closed = False
 
-    def sample(self, sensor: Sensor) -> None:
+    def sample(self, sensor: Sensor, timeout: float = math.inf) -> None:
+        """Read one sensor once and spool what it gives."""
+        started = time.monotonic()
         try:
             measurements = sensor.read()
         except Exception as exc:  # a failing sensor is retried at its next interval
-            self.metrics.sensor_errors[sensor.name] += 1
-            log.warning("sensor %s failed: %s: %s", sensor.name, type(exc).__name__, exc)
+            self._failed(sensor, f"{type(exc).__name__}: {exc}")
             return
+        took = time.monotonic() - started
+        if took > timeout:
+            self._failed(sensor, f"read took {took:.1f}s, over its timeout of {timeout:g}s; values not taken")
+            return
+        with self._taking:
+            if self.closed:
+                return
+            self._take(sensor, measurements)
+        self.wakeup.set()
+
+    def _failed(self, sensor: Sensor, why: str) -> None:
+        self.metrics.sensor_errors[sensor.name] += 1
+        log.warning("sensor %s failed: %s", sensor.name, why)
+
+    def _take(self, sensor: Sensor, measurements: list[tuple[str, float, str]]) -> None:
         now = time.time()
         for metric, value, unit in measurements:
             if not math.isfinite(value):  # not a JSON number: consumers would reject the record
@@ -74,7 +113,33 @@ class Agent:
                 continue
             self.next_seq += 1
             self.metrics.spooled += 1
-        self.wakeup.set()
+
+    def _sample_forever(self, scheduled: Scheduled) -> None:
+        due = time.monotonic()
+        while not self.stop.is_set():
+            scheduled.reading_since = time.monotonic()
+            self.sample(scheduled.sensor, scheduled.timeout)
+            scheduled.reading_since = None
+            if scheduled.stalled:
+                scheduled.stalled = False
+                log.info("sensor %s answers again", scheduled.sensor.name)
+            # Fixed-rate schedule; after a stall, skip the missed slots instead of bursting.
+            due = max(due + scheduled.interval, time.monotonic())
+            self.stop.wait(due - time.monotonic())
+
+    def watch(self) -> None:
+        """Say which sensors have a read overdue: a hung read never returns to say it itself."""
+        now = time.monotonic()
+        for scheduled in self.sensors:
+            since = scheduled.reading_since
+            if since is not None and now - since > scheduled.timeout and not scheduled.stalled:
+                scheduled.stalled = True
+                log.warning(
+                    "sensor %s: its read has hung for %.0fs (timeout %gs); the other sensors go on",
+                    scheduled.sensor.name,
+                    now - since,
+                    scheduled.timeout,
+                )
 
     def run(self) -> None:
         server = serve(self.metrics, self.config.metrics_listen) if self.config.metrics_listen else None
@@ -91,22 +156,28 @@ class Agent:
             self.next_seq,
         )
         self.wait_for_clock()
-        due = [time.monotonic()] * len(self.sensors)
-        while not self.stop.is_set():
-            now = time.monotonic()
-            for i, (sensor, interval) in enumerate(self.sensors):
-                if now >= due[i]:
-                    self.sample(sensor)
-                    # Fixed-rate schedule; after a stall, skip the missed slots instead of bursting.
-                    due[i] = max(due[i] + interval, now)
-            self.stop.wait(max(0.0, min(due) - time.monotonic()))
+        # Daemon threads: a read that hangs for good must not hold the agent's shutdown.
+        sampling = [
+            threading.Thread(
+                target=self._sample_forever, args=(s,), name=f"sensor-{s.sensor.name}", daemon=True
+            )
+            for s in self.sensors
+        ]
+        for sampler in sampling:
+            sampler.start()
+        while not self.stop.wait(WATCH_SECONDS):
+            self.watch()
+        for sampler, scheduled in zip(sampling, self.sensors, strict=True):  # reads in progress finish
+            sampler.join(timeout=min(scheduled.timeout, SHUTDOWN_DRAIN_SECONDS))
         log.info(
             "stopping: draining up to %.0fs, %d readings spooled", SHUTDOWN_DRAIN_SECONDS, self.spool.depth
         )
         drain_deadline[0] = time.monotonic() + SHUTDOWN_DRAIN_SECONDS
         self.wakeup.set()
         thread.join()
-        self.spool.close()
+        with self._taking:  # a hung read that returns now finds the spool closed and takes nothing
+            self.spool.close()
+            self.closed = True
         if server:
             server.shutdown()
         log.info("stopped: %d readings left in the spool for the next start", self.spool.depth)

@@ -110,7 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     from edge_agent import flash
 
     flash.add_arguments(sub.add_parser("flash", help="prepare a Raspberry Pi OS image or boot partition"))
+    sub.add_parser("sensors", help="list the sensor types, each with a [[sensors]] table that configures it")
     args = parser.parse_args(argv)
+    if args.command == "sensors":
+        from edge_agent.sensors import sensor_types
+
+        print("\n\n".join(kind.sample for kind in sensor_types().values()))
+        return 0
     if args.command == "flash":
         try:
             return flash.run(args)

@@ -23,8 +23,9 @@ full_policy = "drop_oldest"           # drop_oldest | stop_sampling
 listen = "127.0.0.1:9108"             # Prometheus text; "" turns it off
 
 [[sensors]]
-type = "cpu_temperature"              # cpu_temperature | system | bme280 | dht22 | simulated
+type = "cpu_temperature"              # `edge-agent sensors` lists the types, each with a sample table
 interval = 10.0
+timeout = 10.0                        # a read taking longer fails (default: the interval)
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from typing import Any
 
 from edge_agent.spool import FSYNC_POLICIES, FULL_POLICIES
 
-SENSOR_TYPES = ("cpu_temperature", "system", "bme280", "dht22", "simulated")
 COMPRESSIONS = ("auto", "none", "gzip", "lz4", "zstd")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -72,6 +72,7 @@ class SensorConfig:
     interval: float
     name: str
     options: dict[str, Any] = field(default_factory=dict)
+    timeout: float = 10.0  # a read taking longer fails; parse() defaults it to the interval
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,8 @@ def parse(doc: dict[str, Any]) -> Config:
     if listen and not re.match(r"^[^\s]*:\d+$", listen):
         raise ConfigError(f"metrics.listen: host:port or empty, got {listen!r}")
 
+    from edge_agent.sensors import sensor_types  # sensors import this module: not at the top
+
     sensors = []
     names: set[str] = set()
     raw_sensors = _take(doc, "sensors", "", list)
@@ -174,14 +177,16 @@ def parse(doc: dict[str, Any]) -> Config:
             raise ConfigError(f"sensors[{i}]: must be a table")
         table = dict(raw)
         kind = _take(table, "type", path, str)
-        _choice(kind, f"{path}type", SENSOR_TYPES)
+        _choice(kind, f"{path}type", tuple(sensor_types()))
         interval = _take(table, "interval", path, float, 10.0)
         _positive(interval, f"{path}interval")
+        timeout = _take(table, "timeout", path, float, interval)
+        _positive(timeout, f"{path}timeout")
         name = _take(table, "name", path, str, kind)
         if name in names:
             raise ConfigError(f"{path}name: {name!r} is used twice (give each sensor its own name)")
         names.add(name)
-        sensors.append(SensorConfig(kind, interval, name, table))
+        sensors.append(SensorConfig(kind, interval, name, table, timeout))
     _no_leftovers(doc, "")
     return Config(device_id, kafka, spool, sensors, listen, require_clock_sync)
 

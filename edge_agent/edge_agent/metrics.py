@@ -20,41 +20,52 @@ class Metrics:
     sensor_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # depth, bytes, and readings lost or refused by reason (Spool.counters)
     spool_state: Callable[[], tuple[int, int, dict[str, int]]] = lambda: (0, 0, {})
+    sensors_stalled: Callable[[], dict[str, int]] = lambda: {}  # sensor -> 1 while its read is overdue
 
     def render(self) -> str:
         depth, size, lost = self.spool_state()
+        samples: list[tuple[str, str, float]] = [
+            ("edge_agent_readings_taken_total", "", self.taken),
+            ("edge_agent_readings_spooled_total", "", self.spooled),
+            ("edge_agent_readings_sent_total", "", self.sent),
+            *_labelled("edge_agent_readings_dropped_total", "reason", lost),
+            ("edge_agent_send_errors_total", "", self.send_errors),
+            *_labelled("edge_agent_sensor_errors_total", "sensor", self.sensor_errors),
+            *_labelled("edge_agent_sensor_stalled", "sensor", self.sensors_stalled()),
+            ("edge_agent_clock_unsynchronised", "", self.clock_unsynchronised),
+            ("edge_agent_spool_depth", "", depth),
+            ("edge_agent_spool_bytes", "", size),
+            ("edge_agent_last_success_timestamp_seconds", "", self.last_success),
+        ]
         lines: list[str] = []
-
-        def metric(name: str, kind: str, doc: str, value: float, labels: str = "") -> None:
+        for name, labels, value in samples:
             if not any(line.startswith(f"# TYPE {name} ") for line in lines):
+                kind, doc = _FAMILIES[name]
                 lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}"])
-            lines.append(f"{name}{labels} {value}")
-
-        metric("edge_agent_readings_taken_total", "counter", "Readings taken from sensors.", self.taken)
-        metric("edge_agent_readings_spooled_total", "counter", "Readings written to the spool.", self.spooled)
-        metric("edge_agent_readings_sent_total", "counter", "Readings acknowledged by Kafka.", self.sent)
-        for reason, count in lost.items():
-            metric("edge_agent_readings_dropped_total", "counter",
-                   "Readings lost or refused: oldest (bound), refused (stop_sampling), disk_full, damaged.",
-                   count, f'{{reason="{reason}"}}')  # fmt: skip
-        metric("edge_agent_send_errors_total", "counter", "Failed sends (retried).", self.send_errors)
-        for sensor, count in sorted(self.sensor_errors.items()):
-            metric(
-                "edge_agent_sensor_errors_total",
-                "counter",
-                "Failed sensor reads.",
-                count,
-                f'{{sensor="{sensor}"}}',
-            )
-        metric("edge_agent_clock_unsynchronised", "gauge",
-               "1 while sampling waits for the clock to be synchronised.",
-               self.clock_unsynchronised)  # fmt: skip
-        metric("edge_agent_spool_depth", "gauge", "Readings waiting in the spool.", depth)
-        metric("edge_agent_spool_bytes", "gauge", "Bytes on disk in the spool.", size)
-        metric(
-            "edge_agent_last_success_timestamp_seconds", "gauge", "Last acknowledged send.", self.last_success
-        )
+            lines.append(f"{name}{{{labels}}} {value}" if labels else f"{name} {value}")
         return "\n".join(lines) + "\n"
+
+
+def _labelled(name: str, label: str, counts: dict[str, int]) -> list[tuple[str, str, float]]:
+    return [(name, f'{label}="{key}"', value) for key, value in sorted(counts.items())]
+
+
+_FAMILIES = {
+    "edge_agent_readings_taken_total": ("counter", "Readings taken from sensors."),
+    "edge_agent_readings_spooled_total": ("counter", "Readings written to the spool."),
+    "edge_agent_readings_sent_total": ("counter", "Readings acknowledged by Kafka."),
+    "edge_agent_readings_dropped_total": (
+        "counter",
+        "Readings lost or refused: oldest (bound), refused (stop_sampling), disk_full, damaged.",
+    ),
+    "edge_agent_send_errors_total": ("counter", "Failed sends (retried)."),
+    "edge_agent_sensor_errors_total": ("counter", "Failed sensor reads (errors, reads over their timeout)."),
+    "edge_agent_sensor_stalled": ("gauge", "1 while a sensor's read is overdue (hung)."),
+    "edge_agent_clock_unsynchronised": ("gauge", "1 while sampling waits for the clock to be synchronised."),
+    "edge_agent_spool_depth": ("gauge", "Readings waiting in the spool."),
+    "edge_agent_spool_bytes": ("gauge", "Bytes on disk in the spool."),
+    "edge_agent_last_success_timestamp_seconds": ("gauge", "Last acknowledged send."),
+}
 
 
 def serve(metrics: Metrics, listen: str) -> ThreadingHTTPServer:

@@ -1,18 +1,27 @@
-"""Sensors as small plugins behind one interface.
+"""Sensors as small plugins behind one interface, each registering itself.
 
 A sensor's `read()` returns a list of (metric, value, unit); it may raise, and the
-agent logs the error and retries at the next interval. `build()` turns a
-[[sensors]] table into a sensor, checking its options (errors name the key).
+agent logs the error and retries at the next interval. A sensor module registers its
+type with `@register("type", sample=...)`: the class's `from_options` checks the
+options of a [[sensors]] table (errors name the key), and the sample is a table that
+configures it (`edge-agent sensors` prints them; a test builds every one). Every module
+of this package is a sensor module; another package can add types through the
+`pikit.edge_agent.sensors` entry point group, naming its module.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Protocol, TypeVar
 
 from edge_agent.config import ConfigError, SensorConfig
 
 Measurement = tuple[str, float, str]
+ENTRY_POINTS = "pikit.edge_agent.sensors"
 
 
 class Sensor(Protocol):
@@ -21,18 +30,46 @@ class Sensor(Protocol):
     def read(self) -> list[Measurement]: ...
 
 
-def build(config: SensorConfig, index: int) -> Sensor:
-    from edge_agent.sensors import bme280, dht22, simulated, system
+class Buildable(Protocol):
+    @classmethod
+    def from_options(cls, name: str, options: dict[str, Any], path: str) -> Sensor: ...
 
-    factories: dict[str, Callable[[str, dict[str, Any], str], Sensor]] = {
-        "cpu_temperature": system.CpuTemperature.from_options,
-        "system": system.SystemLoad.from_options,
-        "bme280": bme280.Bme280.from_options,
-        "dht22": dht22.Dht22.from_options,
-        "simulated": simulated.Simulated.from_options,
-    }
+
+@dataclass(frozen=True)
+class SensorType:
+    build: Callable[[str, dict[str, Any], str], Sensor]
+    sample: str  # a [[sensors]] table for it, in TOML
+
+
+_TYPES: dict[str, SensorType] = {}
+_LOADED: list[bool] = []  # the modules below are imported once, on first use
+B = TypeVar("B", bound=Buildable)
+
+
+def register(type_name: str, sample: str) -> Callable[[type[B]], type[B]]:
+    def add(cls: type[B]) -> type[B]:
+        if type_name in _TYPES:
+            raise ValueError(f"sensor type {type_name!r} is registered twice")
+        _TYPES[type_name] = SensorType(cls.from_options, sample.strip())
+        return cls
+
+    return add
+
+
+def sensor_types() -> dict[str, SensorType]:
+    """Every registered sensor type, this package's and other packages' (entry points)."""
+    if not _LOADED:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        for entry in entry_points(group=ENTRY_POINTS):
+            importlib.import_module(entry.value)
+        _LOADED.append(True)
+    return dict(_TYPES)
+
+
+def build(config: SensorConfig, index: int) -> Sensor:
     options = dict(config.options)
-    sensor = factories[config.type](config.name, options, f"sensors[{index}].")
+    sensor = sensor_types()[config.type].build(config.name, options, f"sensors[{index}].")
     if options:
         raise ConfigError(f"sensors[{index}].{sorted(options)[0]}: unknown key for a {config.type} sensor")
     return sensor

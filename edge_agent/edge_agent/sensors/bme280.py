@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edge_agent.config import ConfigError
-from edge_agent.sensors import Measurement, option
+from edge_agent.sensors import Measurement, option, register
 
 CHIP_ID = 0x60
 
@@ -80,6 +80,16 @@ def compensate(cal: Calibration, adc_t: int, adc_p: int, adc_h: int) -> tuple[fl
     return temperature, pressure / 100.0, min(100.0, max(0.0, humidity))
 
 
+@register(
+    "bme280",
+    sample="""
+[[sensors]]
+type = "bme280"                 # needs the 'i2c' extra
+interval = 5.0
+bus = 1                         # /dev/i2c-1
+address = 0x76                  # or 0x77
+""",
+)
 @dataclass
 class Bme280:
     name: str

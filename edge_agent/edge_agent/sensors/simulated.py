@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.config import ConfigError
-from edge_agent.sensors import Measurement, option
+from edge_agent.sensors import Measurement, option, register
 
 # metric -> (start, step, low, high, unit)
 PROFILES = {
@@ -17,6 +17,16 @@ PROFILES = {
 }
 
 
+@register(
+    "simulated",
+    sample="""
+[[sensors]]
+type = "simulated"
+interval = 1.0
+seed = 0
+metrics = ["temperature", "humidity"]   # any of temperature, humidity, pressure
+""",
+)
 @dataclass
 class Simulated:
     name: str

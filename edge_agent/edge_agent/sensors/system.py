@@ -7,9 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.sensors import Measurement, option
+from edge_agent.sensors import Measurement, option, register
 
 
+@register(
+    "cpu_temperature",
+    sample="""
+[[sensors]]
+type = "cpu_temperature"
+interval = 10.0
+path = "/sys/class/thermal/thermal_zone0/temp"   # millidegrees Celsius
+""",
+)
 @dataclass
 class CpuTemperature:
     """`/sys/class/thermal/thermal_zone0/temp`, in millidegrees Celsius."""
@@ -26,6 +35,15 @@ class CpuTemperature:
         return [("temperature", millidegrees / 1000.0, "C")]
 
 
+@register(
+    "system",
+    sample="""
+[[sensors]]
+type = "system"                 # load1_per_cpu and memory_available
+interval = 30.0
+proc = "/proc"
+""",
+)
 @dataclass
 class SystemLoad:
     """One-minute load per CPU and available memory, from /proc."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +104,7 @@ class Broken:
 def test_sampling_spools_readings_with_consecutive_sequence_numbers(tmp_path: Path) -> None:
     agent = _agent(tmp_path, fsync="always")
     for _ in range(3):
-        agent.sample(agent.sensors[0][0])
+        agent.sample(agent.sensors[0].sensor)
     seqs = [r.seq for r in agent.spool.read(100)]
     assert seqs == [0, 1, 2, 3, 4, 5]
     assert agent.metrics.taken == agent.metrics.spooled == 6
@@ -122,7 +124,7 @@ def test_a_failing_sensor_is_counted_not_fatal(tmp_path: Path) -> None:
 def test_a_full_spool_with_stop_sampling_counts_and_keeps_sequence_gapless(tmp_path: Path) -> None:
     agent = _agent(tmp_path, max_bytes=65536, full_policy="stop_sampling", fsync="never")
     for _ in range(2000):
-        agent.sample(agent.sensors[0][0])
+        agent.sample(agent.sensors[0].sensor)
     seqs = [r.seq for r in agent.spool.read(10**6)]
     assert seqs == list(range(len(seqs)))
     assert agent.spool.refused == 4000 - len(seqs) > 0
@@ -165,3 +167,75 @@ def test_reconnect_backoff_stays_within_a_few_seconds() -> None:
     assert delays[0] <= 0.5 * 1.25
     assert max(delays) <= MAX_BACKOFF_S * 1.25 <= 5.0
     assert min(delays[5:]) >= MAX_BACKOFF_S * 0.75, "a dead broker is not hammered"
+
+
+class Hung:
+    """A sensor whose read blocks until released (a stuck I2C bus)."""
+
+    name = "hung"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def read(self) -> list[tuple[str, float, str]]:
+        self.release.wait(30)
+        return [("temperature", 20.0, "C")]
+
+
+class Idle:
+    """A sender that sends nothing: the test watches sampling alone."""
+
+    def __init__(self, *_: object) -> None:
+        pass
+
+    def run(self, stop: threading.Event, _deadline: list[float]) -> None:
+        stop.wait()
+
+
+def test_a_hung_sensor_delays_no_other_and_shows_as_stalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("edge_agent.agent.Sender", Idle)
+    doc = _doc(tmp_path, fsync="never")
+    doc["require_clock_sync"] = False
+    doc["sensors"] = [
+        {"type": "simulated", "name": "fast", "interval": 0.05},
+        {"type": "simulated", "name": "hung", "interval": 0.05, "timeout": 0.2},
+    ]
+    agent = Agent(parse(doc))
+    hung = Hung()
+    agent.sensors[1].sensor = hung
+    runner = threading.Thread(target=agent.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not agent.sensors[1].stalled:
+            time.sleep(0.05)
+        taken_while_hung = agent.metrics.spooled
+        assert agent.sensors[1].stalled, "the overdue read shows as stalled"
+        assert 'edge_agent_sensor_stalled{sensor="hung"} 1' in agent.metrics.render()
+        # fast: 2 metrics every 50 ms while the other read hangs
+        assert taken_while_hung >= 10
+        assert {json.loads(r.payload)["sensor"] for r in agent.spool.read(10**6)} == {"fast"}
+        hung.release.set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and agent.sensors[1].stalled:
+            time.sleep(0.05)
+        assert not agent.sensors[1].stalled
+        assert agent.metrics.sensor_errors["hung"] == 1, "the late read failed: its values were not taken"
+    finally:
+        hung.release.set()
+        agent.stop.set()
+        runner.join(30)
+    assert not runner.is_alive()
+
+
+def test_a_read_over_its_timeout_is_a_failed_read(tmp_path: Path) -> None:
+    agent = _agent(tmp_path)
+    slow = Hung()
+    slow.release.set()
+    agent.sample(slow, timeout=0.0)
+    assert agent.metrics.sensor_errors["hung"] == 1
+    assert agent.metrics.spooled == 0
+    agent.sample(slow, timeout=5.0)
+    assert agent.metrics.spooled == 1

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import struct
+import tomllib
 from pathlib import Path
 
 import pytest
-from edge_agent.config import SensorConfig
-from edge_agent.sensors import build
+from edge_agent.config import ConfigError, SensorConfig, parse
+from edge_agent.sensors import build, sensor_types
 from edge_agent.sensors.bme280 import Bme280, Calibration, compensate
 
 
@@ -62,9 +63,18 @@ class FakeBus:
             [h4 >> 4, (h4 & 0x0F) | ((h5 & 0x0F) << 4), h5 >> 4, H[5] & 0xFF]
         )
         adc_p, adc_t, adc_h = 415148, 519888, 30000
-        regs[0xF7:0xFF] = bytes([adc_p >> 12, (adc_p >> 4) & 0xFF, (adc_p & 0xF) << 4,
-                                 adc_t >> 12, (adc_t >> 4) & 0xFF, (adc_t & 0xF) << 4,
-                                 adc_h >> 8, adc_h & 0xFF])  # fmt: skip
+        regs[0xF7:0xFF] = bytes(
+            [
+                adc_p >> 12,
+                (adc_p >> 4) & 0xFF,
+                (adc_p & 0xF) << 4,
+                adc_t >> 12,
+                (adc_t >> 4) & 0xFF,
+                (adc_t & 0xF) << 4,
+                adc_h >> 8,
+                adc_h & 0xFF,
+            ]
+        )
         self.regs = regs
         self.writes: list[tuple[int, int]] = []
 
@@ -93,3 +103,28 @@ def test_bme280_over_a_fake_i2c_bus() -> None:
 def test_bme280_refuses_a_different_chip() -> None:
     with pytest.raises(RuntimeError, match="no BME280 at 0x77"):
         Bme280.on_bus("bme", FakeBus(0x77, chip=0x58), 0x77)
+
+
+def test_every_registered_sensor_type_has_a_sample_that_configures_it() -> None:
+    """Each sensor module registers itself with a sample [[sensors]] table: the samples parse."""
+    types = sensor_types()
+    assert {"cpu_temperature", "system", "bme280", "dht22", "simulated"} <= set(types)
+    for name, kind in types.items():
+        doc = tomllib.loads(kind.sample)
+        assert doc["sensors"][0]["type"] == name
+        config = parse(
+            {"device_id": "d", "kafka": {"bootstrap_servers": ["h:9092"]}, "sensors": doc["sensors"]}
+        )
+        assert config.sensors[0].type == name
+        try:
+            build(config.sensors[0], 0)
+        except ConfigError as exc:  # hardware drivers absent here: only the missing extra may fail
+            assert "extra" in str(exc), f"{name}: {exc}"
+
+
+def test_edge_agent_sensors_prints_every_type(capsys: pytest.CaptureFixture[str]) -> None:
+    from edge_agent.cli import main
+
+    assert main(["sensors"]) == 0
+    printed = tomllib.loads(capsys.readouterr().out.replace("\n\n[[sensors]]", "\n[[sensors]]"))
+    assert [table["type"] for table in printed["sensors"]] == list(sensor_types())
