@@ -26,16 +26,16 @@ lab-status: ## list the lab containers on this machine
 	@$(PY) -m pikit.lab status
 
 demo: bootstrap ## the main job on the local lab: cluster up, provisioned by playbooks/site.yml
-	@$(PY) -m pikit.pipeline demo
+	@$(PY) -m pikit.targets demo
 
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
-	@$(PY) -m pikit.pipeline test
+	@$(PY) -m pikit.targets test
 
 test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios, e2e with certificate renewal (about 45 minutes)
-	@$(PY) -m pikit.pipeline test-ops
+	@$(PY) -m pikit.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
-	@$(PY) -m pikit.pipeline lint
+	@$(PY) -m pikit.targets lint
 
 unit: bootstrap ## unit tests only
 	@$(PY) -m pytest -q tests/unit

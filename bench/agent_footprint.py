@@ -23,9 +23,10 @@ from pathlib import Path
 
 from edge_agent.config import SpoolConfig
 from edge_agent.spool import Spool
+from pikit_testkit.broker import LocalBroker, free_port
 
 from bench.agent_drain import make_tls, readings
-from pikit.localkafka import REPO, LocalBroker, free_port
+from pikit import REPO
 
 SCRAPE_EVERY = 5.0
 SAMPLE_EVERY = 0.1

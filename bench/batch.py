@@ -60,11 +60,13 @@ def before_batch(old: ModuleType, work: Path) -> Callable[[DataFrame], None]:
             step = old.advance(parsed.readings, float(first[0]), state.before(0), old.Timing()).persist()
             closed, late = step.closed.persist(), step.late.persist()
             state.write(0, step.state)
-            outputs = records_by_topic({
-                "aggregates": as_kafka_records(closed),
-                "late": old.late_records(late),
-                "dead": dead_letter_records(parsed.dead_letters),
-            })  # fmt: skip
+            outputs = records_by_topic(
+                {
+                    "aggregates": as_kafka_records(closed),
+                    "late": old.late_records(late),
+                    "dead": dead_letter_records(parsed.dead_letters),
+                }
+            )
             assert outputs["aggregates"]
             write_parquet(closed, str(work / "parquet-before"), 0)
             closed.unpersist()
@@ -86,11 +88,13 @@ def now_batch(work: Path, processed_at: float) -> Callable[[DataFrame], None]:
         step = device_windows.advance(verdicts, processed_at, state.before(0), timing).persist()
         try:
             state.write(0, step.state)
-            outputs = records_by_topic({
-                "aggregates": as_kafka_records(step.closed),
-                "late": device_windows.late_records(step.late),
-                "dead": dead_letter_records(step.dead),
-            })  # fmt: skip
+            outputs = records_by_topic(
+                {
+                    "aggregates": as_kafka_records(step.closed),
+                    "late": device_windows.late_records(step.late),
+                    "dead": dead_letter_records(step.dead),
+                }
+            )
             assert outputs["aggregates"]
             write_parquet(step.closed, str(work / "parquet-now"), 0)
         finally:
@@ -121,8 +125,10 @@ def main() -> None:
         }
         rates = alternate(contenders, frame, args.rounds, n, warm=frame.limit(500))
         cpus = sorted(os.sched_getaffinity(0))
-        print(f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
-              f"driver {args.memory}, CPUs {cpus}, Spark {spark.version}")  # fmt: skip
+        print(
+            f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
+            f"driver {args.memory}, CPUs {cpus}, Spark {spark.version}"
+        )
         print_table(rates, "plain peer: from_json + explode + windows")
         spark.stop()
 

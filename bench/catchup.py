@@ -51,7 +51,8 @@ from kafka.admin import (
     ResourceType,
 )
 
-from pikit.lab import REPO, spec_from_inventory
+from pikit import REPO
+from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
 from pikit.topic import mtls_client
 
@@ -105,12 +106,21 @@ class SubmitLine:
 
     def aggregates(self, run: str) -> list[str]:
         return [
-            *self.spark, self.app, *self.app_args, *self.common(run),
-            "--aggregates-topic", OUTPUTS["aggregates"], "--late-topic", OUTPUTS["late"],
-            "--dead-letter-topic", OUTPUTS["dead-letter"], "--output-dir", f"{self.work}/{run}/output",
+            *self.spark,
+            self.app,
+            *self.app_args,
+            *self.common(run),
+            "--aggregates-topic",
+            OUTPUTS["aggregates"],
+            "--late-topic",
+            OUTPUTS["late"],
+            "--dead-letter-topic",
+            OUTPUTS["dead-letter"],
+            "--output-dir",
+            f"{self.work}/{run}/output",
             # A fresh checkpoint each round against the same marker topic, on purpose.
             "--adopt-new-checkpoint",
-        ]  # fmt: skip
+        ]
 
     def count(self, run: str) -> list[str]:
         return [
@@ -123,9 +133,17 @@ class SubmitLine:
 
     def common(self, run: str) -> list[str]:
         return [
-            "--readings-topic", READINGS, "--checkpoint-dir", f"{self.work}/{run}/checkpoint",
-            "--trigger", "available-now", "--starting-offsets", "earliest", "--log-level", "INFO",
-        ]  # fmt: skip
+            "--readings-topic",
+            READINGS,
+            "--checkpoint-dir",
+            f"{self.work}/{run}/checkpoint",
+            "--trigger",
+            "available-now",
+            "--starting-offsets",
+            "earliest",
+            "--log-level",
+            "INFO",
+        ]
 
 
 def fill(client: dict[str, Any], readings: int, devices: int) -> int:
@@ -190,8 +208,16 @@ def quiet_lab(g: dict[str, list[str]]) -> Iterator[None]:
 def drained(master: str, checkpoint: str) -> tuple[float, int]:
     """Seconds from batch 0's plan to the last batch's commit, and the records its offsets cover."""
     stamps = {}
-    for line in sh(master, "find", f"{checkpoint}/stream/offsets", f"{checkpoint}/stream/commits",
-                   "-type", "f", "-printf", "%p %T@\n").splitlines():  # fmt: skip
+    for line in sh(
+        master,
+        "find",
+        f"{checkpoint}/stream/offsets",
+        f"{checkpoint}/stream/commits",
+        "-type",
+        "f",
+        "-printf",
+        "%p %T@\n",
+    ).splitlines():
         path, stamp = line.rsplit(" ", 1)
         kind, name = path.split("/")[-2:]
         if name.isdigit():
@@ -227,8 +253,14 @@ def main() -> None:
             flush=True,
         )
         sh(master, "mkdir", "-p", submit.work, user=submit.user)
-        sh(master, "sh", "-c", f"cat > {submit.work}/spark_count.py", user=submit.user,
-           stdin=(REPO / "bench/spark_count.py").read_bytes())  # fmt: skip
+        sh(
+            master,
+            "sh",
+            "-c",
+            f"cat > {submit.work}/spark_count.py",
+            user=submit.user,
+            stdin=(REPO / "bench/spark_count.py").read_bytes(),
+        )
         with quiet_lab(g):
             for r in range(args.rounds):
                 order = ["sensor_aggregates", "count only (ceiling)"]
@@ -246,8 +278,11 @@ def main() -> None:
                     seconds, consumed = drained(master, f"{submit.work}/{run}/checkpoint")
                     assert consumed == records, f"{name} consumed {consumed} of {records} records"
                     results[name].append((seconds, wall))
-                    print(f"round {r + 1}: {name}: {readings / seconds:,.0f} readings/s "
-                          f"(drain {seconds:.1f} s, wall {wall:.1f} s)", flush=True)  # fmt: skip
+                    print(
+                        f"round {r + 1}: {name}: {readings / seconds:,.0f} readings/s "
+                        f"(drain {seconds:.1f} s, wall {wall:.1f} s)",
+                        flush=True,
+                    )
         sh(master, "rm", "-rf", submit.work, user=submit.user)
     report(readings, records, submit.cores, args.rounds, results)
 

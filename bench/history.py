@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from pikit.localkafka import REPO
+from pikit import REPO
 
 
 def module_at(commit: str, path: str, name: str, work: Path) -> ModuleType:

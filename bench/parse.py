@@ -56,10 +56,17 @@ def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
         first = seq.get(device, 0)
         seq[device] = first + PER_RECORD
         batch = [
-            Reading(device, first + j, f"s{j % 3}", ("temperature", "humidity")[j % 2],
-                    20.0 + (j % 17) * 0.37, "C", T0 + first + j + 0.25)
+            Reading(
+                device,
+                first + j,
+                f"s{j % 3}",
+                ("temperature", "humidity")[j % 2],
+                20.0 + (j % 17) * 0.37,
+                "C",
+                T0 + first + j + 0.25,
+            )
             for j in range(PER_RECORD)
-        ]  # fmt: skip
+        ]
         out.append((device.encode(), encode_batch(device, batch), "sensor-readings", i % 3, i))
     return out
 
@@ -98,12 +105,15 @@ def both(module: object) -> Callable[[DataFrame], None]:
 
 def local_session(app: str, memory: str) -> SparkSession:
     spark = (
-        SparkSession.builder.master("local[2]").appName(app)
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", memory).config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", memory)
+        .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
-    )  # fmt: skip
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -138,8 +148,10 @@ def main() -> None:
         "now: readings + dead letters": both(now),
     }
     rates = alternate(contenders, frame, args.rounds, n, warm=frame.limit(500))
-    print(f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
-          f"CPUs {sorted(os.sched_getaffinity(0))}, Spark {spark.version}")  # fmt: skip
+    print(
+        f"{n:,} readings in {args.records:,} records x {args.rounds} rounds, local[2], "
+        f"CPUs {sorted(os.sched_getaffinity(0))}, Spark {spark.version}"
+    )
     print_table(rates, "plain peer: from_json + explode + windows")
     spark.stop()
 

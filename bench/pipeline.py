@@ -31,7 +31,8 @@ from typing import Any
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from pikit.lab import REPO, spec_from_inventory
+from pikit import REPO
+from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
 from pikit.topic import mtls_client
 
@@ -81,8 +82,10 @@ class SparkLag:
     def __init__(self, client: dict[str, Any], lab: str, checkpoint: str) -> None:
         mount = subprocess.run(
             ["podman", "volume", "inspect", f"{lab}-shared", "--format", "{{.Mountpoint}}"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         self.offsets = Path(mount) / "spark/checkpoints" / checkpoint / "offsets"
         self.consumer = KafkaConsumer(**client)
 

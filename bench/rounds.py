@@ -35,5 +35,7 @@ def print_table(rates: dict[str, list[float]], ceiling: str, unit: str = "readin
     print(f"|{'-' * (width + 2)}|{'-' * 18}:|{'-' * 10}:|{'-' * 10}:|{'-' * 8}:|")
     for name, values in rates.items():
         median = statistics.median(values)
-        print(f"| {name:<{width}} | {median:17,.0f} | {min(values):9,.0f} | {max(values):9,.0f} | "
-              f"{median / base:7.2f} |")  # fmt: skip
+        print(
+            f"| {name:<{width}} | {median:17,.0f} | {min(values):9,.0f} | {max(values):9,.0f} | "
+            f"{median / base:7.2f} |"
+        )

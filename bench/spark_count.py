@@ -34,8 +34,10 @@ def main() -> None:
     query = (
         records.writeStream.foreachBatch(count)
         .option("checkpointLocation", f"{args.checkpoint_dir.rstrip('/')}/stream")
-        .trigger(**trigger(args)).queryName(APP).start()
-    )  # fmt: skip
+        .trigger(**trigger(args))
+        .queryName(APP)
+        .start()
+    )
     query.awaitTermination()
     LOG.info("%s: %d records counted", APP, counted[0])
 

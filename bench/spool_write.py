@@ -23,7 +23,7 @@ from typing import Any
 from edge_agent.spool import Spool
 
 from bench.history import module_at
-from pikit.localkafka import REPO
+from pikit import REPO
 
 BEFORE = "bbcbc8a"  # main before issue 10's spool rework
 PAYLOAD = (
@@ -52,8 +52,10 @@ def main() -> None:
         work = Path(tmp)
         before = module_at(BEFORE, "edge_agent/edge_agent/spool.py", "spool_before", work)
         contenders = {"before": before.Spool, "now": Spool}
-        print(f"{args.readings} appends x {args.rounds} rounds per contender, pinned to CPU "
-              f"{sorted(os.sched_getaffinity(0))}, disk of {REPO}")  # fmt: skip
+        print(
+            f"{args.readings} appends x {args.rounds} rounds per contender, pinned to CPU "
+            f"{sorted(os.sched_getaffinity(0))}, disk of {REPO}"
+        )
         print(f"{'fsync':<9} {'contender':<7} {'median us':>10} {'min':>8} {'max':>8}")
         for fsync in ("never", "interval", "always"):
             n = args.readings if fsync != "always" else max(200, args.readings // 20)
@@ -62,8 +64,10 @@ def main() -> None:
                 for name, spool_class in contenders.items():
                     results[name].append(time_appends(spool_class, work / f"{fsync}-{name}-{rnd}", fsync, n))
             for name, values in results.items():
-                print(f"{fsync:<9} {name:<7} {statistics.median(values):10.2f} "
-                      f"{min(values):8.2f} {max(values):8.2f}")  # fmt: skip
+                print(
+                    f"{fsync:<9} {name:<7} {statistics.median(values):10.2f} "
+                    f"{min(values):8.2f} {max(values):8.2f}"
+                )
             ratio = statistics.median(results["now"]) / statistics.median(results["before"])
             print(f"{fsync:<9} now/before median ratio {ratio:.2f} ({n} appends per round)")
 

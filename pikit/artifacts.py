@@ -37,9 +37,9 @@ from pathlib import Path
 
 import yaml
 
+from pikit import REPO
 from pikit.phases import die, phase, run, say
 
-REPO = Path(__file__).resolve().parents[1]
 APACHE_ARCHIVE = os.environ.get("PIKIT_APACHE_ARCHIVE", "https://archive.apache.org/dist")
 # Kafka's own tarball ships these too; the broker does not start without a logging backend.
 # slf4j-api is pinned because Maven's nearest-wins mediation otherwise picks a 1.7 API
@@ -286,8 +286,10 @@ def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
     have_wheel = not have_tarball and bool(py4j) and manifest.verified(wheel) and manifest.verified(py4j[-1])
     have_connector = manifest.verified(connector)
     if (have_tarball or have_wheel) and have_connector:
-        say(f"Spark ({'tarball' if have_tarball else 'pyspark wheel, py4j'}) and the Kafka connector: "
-            "cached and verified")  # fmt: skip
+        say(
+            f"Spark ({'tarball' if have_tarball else 'pyspark wheel, py4j'}) and the Kafka connector: "
+            "cached and verified"
+        )
         return
     target.mkdir(parents=True, exist_ok=True)
     log = cache_dir() / ".logs" / f"spark-{version}.log"

@@ -16,8 +16,9 @@ from typing import Any
 from edge_agent.contract import ContractError, decode_batch
 from kafka import KafkaConsumer, TopicPartition
 
+from pikit import REPO
 from pikit.kafka_admin import kafka_admin
-from pikit.lab import REPO, spec_from_inventory
+from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
 from pikit.topic import mtls_client, read_to_end
 

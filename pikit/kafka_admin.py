@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
-from pikit.localkafka import REPO
+from pikit import REPO
 
 
 def _load() -> ModuleType:

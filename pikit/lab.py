@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pikit import REPO
 from pikit.lab_image import ensure_image, host_arch, lab_home, ssh_key
 from pikit.phases import die, phase, run, say
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_LAB = "pikit-lab"
 LABEL = "pikit.lab"
 # Every node of a lab mounts one volume here: the lab's stand-in for the NFS share that
@@ -161,20 +161,28 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
             if state is not None:
                 _remove_containers([node.name], spec.name)
             _podman(
-                "run", "-d",
-                "--name", node.name,
-                "--hostname", node.name,
-                "--network", spec.name,
-                "--ip", node.ip,
+                "run",
+                "-d",
+                "--name",
+                node.name,
+                "--hostname",
+                node.name,
+                "--network",
+                spec.name,
+                "--ip",
+                node.ip,
                 "--systemd=always",
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
-                "--volume", f"{volume}:{SHARED_MOUNT}",
-                "--label", f"{LABEL}={spec.name}",
-                "--arch", arch,
+                "--volume",
+                f"{volume}:{SHARED_MOUNT}",
+                "--label",
+                f"{LABEL}={spec.name}",
+                "--arch",
+                arch,
                 image,
                 "/sbin/init",
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + (60 if arch == host_arch() else 300)
         for node in spec.nodes:
             _wait_for_ssh(node, deadline)

@@ -51,9 +51,11 @@ def main(argv: list[str] | None = None) -> None:
     log_progress(spark)
     kafka = kafka_options(args.kafka_properties)
     sink = TransactionalSink(
-        [args.alerts_topic], APP, kafka_python_client(args.kafka_properties),
+        [args.alerts_topic],
+        APP,
+        kafka_python_client(args.kafka_properties),
         adopt_new_checkpoint=args.adopt_new_checkpoint,
-    )  # fmt: skip
+    )
     checkpoints = args.checkpoint_dir.rstrip("/")
     store = BaselineStore(spark, f"{checkpoints}/baseline")
     # No watermark: every reading is judged whenever it arrives (a device draining its
@@ -72,9 +74,12 @@ def main(argv: list[str] | None = None) -> None:
         store.write(batch_id, judged.baseline, judged.devices)
 
     query = (
-        readings.writeStream.foreachBatch(judge_batch).option("checkpointLocation", f"{checkpoints}/readings")
-        .trigger(**trigger(args)).queryName(APP).start()
-    )  # fmt: skip
+        readings.writeStream.foreachBatch(judge_batch)
+        .option("checkpointLocation", f"{checkpoints}/readings")
+        .trigger(**trigger(args))
+        .queryName(APP)
+        .start()
+    )
     LOG.info(
         "%s: %s -> %s; %d thresholds, k=%.1f",
         APP,

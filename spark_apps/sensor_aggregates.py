@@ -49,13 +49,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--window-seconds", type=int, default=60, help="tumbling event-time window")
     parser.add_argument(
-        "--device-slack-seconds", type=int, default=10,
+        "--device-slack-seconds",
+        type=int,
+        default=10,
         help="a device's window closes when the device's own readings are this far past its end",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--late-horizon-seconds", type=int, default=24 * 3600,
+        "--late-horizon-seconds",
+        type=int,
+        default=24 * 3600,
         help="how long the windows of a silent device wait for it (processing time)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
 
@@ -93,11 +97,13 @@ def main(argv: list[str] | None = None) -> None:
             steps.done("state")
             # One job fetches all three outputs; the Parquet copy of the windows is written
             # before the Kafka commit.
-            outputs = records_by_topic({
-                args.aggregates_topic: as_kafka_records(step.closed),
-                args.late_topic: late_records(step.late),
-                args.dead_letter_topic: dead_letter_records(step.dead),
-            })  # fmt: skip
+            outputs = records_by_topic(
+                {
+                    args.aggregates_topic: as_kafka_records(step.closed),
+                    args.late_topic: late_records(step.late),
+                    args.dead_letter_topic: dead_letter_records(step.dead),
+                }
+            )
             steps.done("outputs fetched")
             if outputs[args.aggregates_topic]:
                 write_parquet(step.closed, parquet, batch_id)
@@ -107,23 +113,33 @@ def main(argv: list[str] | None = None) -> None:
                 steps.done("kafka")
                 crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             LOG.info(
-                "batch %d: %s; %s", batch_id, steps,
+                "batch %d: %s; %s",
+                batch_id,
+                steps,
                 ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
-            )  # fmt: skip
+            )
         finally:
             step.unpersist()
 
     query = (
         records.writeStream.foreachBatch(process)
         .option("checkpointLocation", f"{checkpoints}/stream")
-        .trigger(**trigger(args)).queryName(APP)
+        .trigger(**trigger(args))
+        .queryName(APP)
         .start()
-    )  # fmt: skip
+    )
     LOG.info(
         "%s: %s -> %s, %s, late -> %s, dead letters -> %s; window %ds, device slack %ds, horizon %ds",
-        APP, args.readings_topic, args.aggregates_topic, parquet, args.late_topic, args.dead_letter_topic,
-        timing.window_s, timing.slack_s, timing.horizon_s,
-    )  # fmt: skip
+        APP,
+        args.readings_topic,
+        args.aggregates_topic,
+        parquet,
+        args.late_topic,
+        args.dead_letter_topic,
+        timing.window_s,
+        timing.slack_s,
+        timing.horizon_s,
+    )
     try:
         query.awaitTermination()
     finally:

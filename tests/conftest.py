@@ -6,7 +6,9 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[1]
+from pikit import REPO
+
+__all__ = ["REPO", "load_filter_plugin"]
 
 
 def load_filter_plugin(role: str, module: str) -> ModuleType:

@@ -145,8 +145,13 @@ class Sender:
                 self.metrics.send_errors += 1
                 self.failures += 1
                 delay = backoff(self.failures)
-                log.warning("send failed (%s: %s); %d readings wait in the spool; retry in %.1fs",
-                            type(exc).__name__, exc, self.spool.depth, delay)  # fmt: skip
+                log.warning(
+                    "send failed (%s: %s); %d readings wait in the spool; retry in %.1fs",
+                    type(exc).__name__,
+                    exc,
+                    self.spool.depth,
+                    delay,
+                )
                 self._close(timeout=0)
                 stop.wait(delay)
                 if stop.is_set() and time.monotonic() >= drain_deadline[0]:

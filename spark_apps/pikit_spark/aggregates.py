@@ -12,9 +12,18 @@ def as_kafka_records(stats: DataFrame) -> DataFrame:
     """Keyed by device (one device's windows stay in order in one partition)."""
     body = F.struct(
         F.lit(AGGREGATE_SCHEMA_VERSION).alias("schema"),
-        "device", "sensor", "metric", "unit", "window_start", "window_end",
-        "count", "min", "max", "mean", "stddev",
-    )  # fmt: skip
+        "device",
+        "sensor",
+        "metric",
+        "unit",
+        "window_start",
+        "window_end",
+        "count",
+        "min",
+        "max",
+        "mean",
+        "stddev",
+    )
     return stats.select(
         F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value")
     )
@@ -28,6 +37,10 @@ def write_parquet(stats: DataFrame, path: str, batch_id: int) -> None:
     like the Kafka one.
     """
     (
-        stats.withColumn("batch", F.lit(batch_id)).coalesce(1).write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic").partitionBy("date", "batch").parquet(path)
-    )  # fmt: skip
+        stats.withColumn("batch", F.lit(batch_id))
+        .coalesce(1)
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy("date", "batch")
+        .parquet(path)
+    )

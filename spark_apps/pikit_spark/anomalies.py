@@ -69,9 +69,15 @@ def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
     """Readings that break a threshold or lie more than k stddevs from the baseline's mean."""
     judged = _judged(readings, baseline, rules)
     return judged.where(F.col("reason").isNotNull()).select(
-        *KEY, "seq", "value", "unit", "ts", "reason",
-        F.col("mean").alias("baseline_mean"), F.col("stddev").alias("baseline_stddev"),
-    )  # fmt: skip
+        *KEY,
+        "seq",
+        "value",
+        "unit",
+        "ts",
+        "reason",
+        F.col("mean").alias("baseline_mean"),
+        F.col("stddev").alias("baseline_stddev"),
+    )
 
 
 @dataclass(frozen=True)
@@ -100,14 +106,17 @@ def judge(readings: DataFrame, state: dict[str, DataFrame], rules: Rules) -> Jud
         return _summarize(rows, state, rules, seq_blocks)
 
     summary = once_per_seq(
-        summarize(readings).localCheckpoint(), readings, lambda again: summarize(again, False),
+        summarize(readings).localCheckpoint(),
+        readings,
+        lambda again: summarize(again, False),
         is_block=F.col("kind").isNull(),
-    )  # fmt: skip
+    )
     kind = F.col("kind")
     found = summary.where(kind == _ALERT).select(*KEY, *_ALERT_COLUMNS)
     stats = summary.where(kind == _BASELINE)
-    batch = stats.select(*KEY, F.col("n").cast("double").alias("bn"), F.col("mean").alias("bmean"),
-                         F.col("m2").alias("bm2"))  # fmt: skip
+    batch = stats.select(
+        *KEY, F.col("n").cast("double").alias("bn"), F.col("mean").alias("bmean"), F.col("m2").alias("bm2")
+    )
     seen = stats.groupBy("device").agg(F.max("high_seq").alias("bseq"))
     return Judged(found, _merged_baseline(state["baseline"], batch, rules), seq_marks(state["devices"], seen))
 
@@ -120,30 +129,52 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     judged = _judged(fresh, F.broadcast(state["baseline"]), rules)
     alert = F.col("reason").isNotNull()
     keyed = judged.select(
-        *KEY, "seq", "value", "ts", F.lit(_BASELINE).alias("kind"),
+        *KEY,
+        "seq",
+        "value",
+        "ts",
+        F.lit(_BASELINE).alias("kind"),
         # An alert is also a group of its own (its reading still counts in the baseline).
         *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
-        F.col("mean").alias("baseline_mean"), F.col("stddev").alias("baseline_stddev"),
+        F.col("mean").alias("baseline_mean"),
+        F.col("stddev").alias("baseline_stddev"),
         *block_columns(F.lit(True)),
-    )  # fmt: skip
+    )
     by_key = ["kind", *KEY]
     by_alert = [f"a_{c}" for c in [*KEY, "seq", "unit", "reason"]]
     sets = [by_key, by_alert, BLOCK_KEY] if seq_blocks else [by_key, by_alert]
     n = F.count(F.lit(1))
     summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
-        n.alias("n"), F.avg("value").alias("mean"), (F.var_pop("value") * n).alias("m2"),
-        F.max("seq").alias("high_seq"), F.min("value").alias("value"), F.min("ts").alias("ts"),
-        F.min("baseline_mean").alias("baseline_mean"), F.min("baseline_stddev").alias("baseline_stddev"),
+        n.alias("n"),
+        F.avg("value").alias("mean"),
+        (F.var_pop("value") * n).alias("m2"),
+        F.max("seq").alias("high_seq"),
+        F.min("value").alias("value"),
+        F.min("ts").alias("ts"),
+        F.min("baseline_mean").alias("baseline_mean"),
+        F.min("baseline_stddev").alias("baseline_stddev"),
         *block_aggregates(),
-    )  # fmt: skip
+    )
     # The readings that raise no alert make one group of nulls in `by_alert`: dropped.
     is_alert = F.col("a_seq").isNotNull()
     kind = F.when(F.col("kind").isNotNull(), F.col("kind")).when(is_alert, F.lit(_ALERT))
     return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
-        kind.alias("kind"), *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY), "seq_block", "n", "mean", "m2",
-        "high_seq", "seq_bits", F.col("a_seq").alias("seq"), "value", F.col("a_unit").alias("unit"), "ts",
-        F.col("a_reason").alias("reason"), "baseline_mean", "baseline_stddev",
-    )  # fmt: skip
+        kind.alias("kind"),
+        *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
+        "seq_block",
+        "n",
+        "mean",
+        "m2",
+        "high_seq",
+        "seq_bits",
+        F.col("a_seq").alias("seq"),
+        "value",
+        F.col("a_unit").alias("unit"),
+        "ts",
+        F.col("a_reason").alias("reason"),
+        "baseline_mean",
+        "baseline_stddev",
+    )
 
 
 def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
@@ -172,11 +203,13 @@ def updated_baseline(baseline: DataFrame, readings: DataFrame, rules: Rules) -> 
 def _merged_baseline(baseline: DataFrame, batch: DataFrame, rules: Rules) -> DataFrame:
     merged = baseline.join(batch, KEY, "full_outer").select(
         *KEY,
-        F.coalesce("n", F.lit(0.0)).alias("an"), F.coalesce("mean", F.lit(0.0)).alias("amean"),
+        F.coalesce("n", F.lit(0.0)).alias("an"),
+        F.coalesce("mean", F.lit(0.0)).alias("amean"),
         F.coalesce("m2", F.lit(0.0)).alias("am2"),
-        F.coalesce("bn", F.lit(0.0)).alias("bn"), F.coalesce("bmean", F.lit(0.0)).alias("bmean"),
+        F.coalesce("bn", F.lit(0.0)).alias("bn"),
+        F.coalesce("bmean", F.lit(0.0)).alias("bmean"),
         F.coalesce("bm2", F.lit(0.0)).alias("bm2"),
-    )  # fmt: skip
+    )
     n = F.col("an") + F.col("bn")
     delta = F.col("bmean") - F.col("amean")
     mean = F.col("amean") + delta * F.col("bn") / n

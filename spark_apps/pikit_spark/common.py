@@ -35,9 +35,10 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         help="on storage the driver and every executor share; a restart resumes from it",
     )
     parser.add_argument(
-        "--trigger", default="10 seconds",
+        "--trigger",
+        default="10 seconds",
         help=f"micro-batch interval, or {AVAILABLE_NOW!r}: process what the topic holds now, then stop",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--starting-offsets", default="earliest", help="first start only; afterwards the checkpoint decides"
     )
@@ -45,13 +46,16 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage"
     )
     parser.add_argument(
-        "--adopt-new-checkpoint", action="store_true",
+        "--adopt-new-checkpoint",
+        action="store_true",
         help="the checkpoint was deleted on purpose: write from its batch 0 (may repeat output)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--max-clock-skew-seconds", type=int, default=300,
+        "--max-clock-skew-seconds",
+        type=int,
+        default=300,
         help="a reading stamped further ahead of the processing time is a dead letter",
-    )  # fmt: skip
+    )
     return parser
 
 

@@ -77,9 +77,13 @@ class Advance:
 # The kinds of row in a batch's summary (see summarize).
 ON_TIME, LATE, DEAD = "window", "late", "dead"
 _DEAD_COLUMNS = {
-    "key": "binary", "record": "binary", "topic": "string",
-    "partition": "int", "offset": "long", "index": "int",
-}  # fmt: skip
+    "key": "binary",
+    "record": "binary",
+    "topic": "string",
+    "partition": "int",
+    "offset": "long",
+    "index": "int",
+}
 
 
 def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], timing: Timing) -> Advance:
@@ -112,11 +116,22 @@ def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], t
     batch = (
         summary.where(kind == ON_TIME)
         .groupBy(*WINDOW_KEY)
-        .agg(pooled.alias("p"), F.min("min").alias("bmin"), F.max("max").alias("bmax"),
-             F.max("unit").alias("bunit"))
-        .select(*WINDOW_KEY, F.col("p.n").alias("bn"), F.col("p.mean").alias("bmean"),
-                F.col("p.m2").alias("bm2"), "bmin", "bmax", "bunit")
-    )  # fmt: skip
+        .agg(
+            pooled.alias("p"),
+            F.min("min").alias("bmin"),
+            F.max("max").alias("bmax"),
+            F.max("unit").alias("bunit"),
+        )
+        .select(
+            *WINDOW_KEY,
+            F.col("p.n").alias("bn"),
+            F.col("p.mean").alias("bmean"),
+            F.col("p.m2").alias("bm2"),
+            "bmin",
+            "bmax",
+            "bunit",
+        )
+    )
     merged = _merge(state["windows"], batch)
 
     seen = (
@@ -131,27 +146,42 @@ def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], t
         F.col("closed_through").alias("old_closed"),
     )
     devices_after = after.select(
-        "device", "high_seq", "high_ts",
+        "device",
+        "high_seq",
+        "high_ts",
         F.greatest(
             "old_closed", timing.floor(F.col("high_ts") - timing.slack_s), F.lit(horizon_end).cast("long")
         ).alias("closed_through"),
-    )  # fmt: skip
+    )
 
     flagged = merged.join(devices_after.select("device", "closed_through"), "device", "left").withColumn(
         "is_closed", F.coalesce(F.col("window_start") + w <= F.col("closed_through"), F.lit(False))
     )
     closed = flagged.where("is_closed").select(
-        "device", "sensor", "metric", "unit", "window_start",
+        "device",
+        "sensor",
+        "metric",
+        "unit",
+        "window_start",
         (F.col("window_start") + w).alias("window_end"),
-        F.col("n").alias("count"), "min", "max", "mean",
+        F.col("n").alias("count"),
+        "min",
+        "max",
+        "mean",
         F.sqrt(F.greatest(F.col("m2") / F.col("n"), F.lit(0.0))).alias("stddev"),
         F.to_date(F.from_unixtime("window_start")).alias("date"),
-    )  # fmt: skip
+    )
     still_open = flagged.where(~F.col("is_closed")).select(*_WINDOWS_COLUMNS)
     late = summary.where(kind == LATE).select(
-        "device", F.col("high_seq").alias("seq"), "sensor", "metric", F.col("min").alias("value"), "unit",
-        F.col("high_ts").alias("ts"), "reason",
-    )  # fmt: skip
+        "device",
+        F.col("high_seq").alias("seq"),
+        "sensor",
+        "metric",
+        F.col("min").alias("value"),
+        "unit",
+        F.col("high_ts").alias("ts"),
+        "reason",
+    )
     dead = summary.where(kind == DEAD).select(
         "key", F.col("record").alias("value"), "reason", "topic", "partition", "offset", "index"
     )
@@ -190,7 +220,13 @@ def summarize(
     dead = F.col("reason").isNotNull()
     kind = F.when(dead, F.lit(DEAD)).when(late_reason.isNotNull(), F.lit(LATE)).otherwise(F.lit(ON_TIME))
     keyed = rows.select(
-        "device", "seq", "sensor", "metric", "value", "unit", "ts",
+        "device",
+        "seq",
+        "sensor",
+        "metric",
+        "value",
+        "unit",
+        "ts",
         kind.alias("kind"),
         window_start.alias("window_start"),
         F.coalesce(F.col("reason"), late_reason).alias("reason"),
@@ -198,12 +234,24 @@ def summarize(
         F.when(kind == LATE, F.col("seq")).alias("late_seq"),
         F.when(dead, F.struct("topic", "partition", "offset", "index")).alias("dead_at"),
         *block_columns(~dead),
-        F.when(dead, F.col("key")).alias("key"), F.when(dead, F.col("record")).alias("record"),
-    )  # fmt: skip
+        F.when(dead, F.col("key")).alias("key"),
+        F.when(dead, F.col("record")).alias("record"),
+    )
     # Every text and byte string is a key, so that each aggregate is a fixed-width number and
     # Spark aggregates in a hash map; a text aggregate (max(unit)) would sort every reading.
-    by_window = ["kind", "device", "sensor", "metric", "unit", "window_start", "reason", "late_seq",
-                 "dead_at", "key", "record"]  # fmt: skip
+    by_window = [
+        "kind",
+        "device",
+        "sensor",
+        "metric",
+        "unit",
+        "window_start",
+        "reason",
+        "late_seq",
+        "dead_at",
+        "key",
+        "record",
+    ]
     grouped = (
         keyed.groupingSets([by_window, BLOCK_KEY], *by_window, "seq_block")
         if seq_blocks
@@ -211,12 +259,15 @@ def summarize(
     )
     n = F.count(F.lit(1))
     return grouped.agg(
-        n.alias("n"), F.avg("value").alias("mean"), (F.var_pop("value") * n).alias("m2"),
-        F.min("value").alias("min"), F.max("value").alias("max"),
-        F.max("seq").alias("high_seq"), F.max("ts").alias("high_ts"), *block_aggregates(),
-    ).select(
-        "*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index"))
-    )  # fmt: skip
+        n.alias("n"),
+        F.avg("value").alias("mean"),
+        (F.var_pop("value") * n).alias("m2"),
+        F.min("value").alias("min"),
+        F.max("value").alias("max"),
+        F.max("seq").alias("high_seq"),
+        F.max("ts").alias("high_ts"),
+        *block_aggregates(),
+    ).select("*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index")))
 
 
 def _as_verdicts(rows: DataFrame) -> DataFrame:
@@ -244,17 +295,24 @@ def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:
 
     def moments(n: str, mean: str, m2: str) -> Column:  # a side without the window counts as empty
         return F.struct(
-            F.coalesce(n, F.lit(0)).alias("n"), F.coalesce(mean, F.lit(0.0)).alias("mean"),
+            F.coalesce(n, F.lit(0)).alias("n"),
+            F.coalesce(mean, F.lit(0.0)).alias("mean"),
             F.coalesce(m2, F.lit(0.0)).alias("m2"),
-        )  # fmt: skip
+        )
 
     pooled = _pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
     return both.select(
-        "device", "sensor", "metric",
-        F.coalesce("unit", "bunit").alias("unit"), "window_start",
-        pooled["n"].alias("n"), pooled["mean"].alias("mean"), pooled["m2"].alias("m2"),
-        F.least("min", "bmin").alias("min"), F.greatest("max", "bmax").alias("max"),
-    )  # fmt: skip
+        "device",
+        "sensor",
+        "metric",
+        F.coalesce("unit", "bunit").alias("unit"),
+        "window_start",
+        pooled["n"].alias("n"),
+        pooled["mean"].alias("mean"),
+        pooled["m2"].alias("m2"),
+        F.least("min", "bmin").alias("min"),
+        F.greatest("max", "bmax").alias("max"),
+    )
 
 
 def late_records(late: DataFrame) -> DataFrame:
@@ -264,6 +322,7 @@ def late_records(late: DataFrame) -> DataFrame:
     value = F.to_json(F.struct(F.lit(1).alias("schema"), "device", F.array(reading).alias("readings")))
     header = F.struct(F.lit("reason").alias("key"), F.col("reason").cast("binary").alias("value"))
     return late.select(
-        F.col("device").cast("binary").alias("key"), value.cast("binary").alias("value"),
+        F.col("device").cast("binary").alias("key"),
+        value.cast("binary").alias("value"),
         F.array(header).alias("headers"),
-    )  # fmt: skip
+    )

@@ -20,9 +20,12 @@ class _ProgressLog(StreamingQueryListener):
         if p.numInputRows or p.batchId % 30 == 0:
             LOG.info(
                 "query %s batch %d: %d rows in, %.1f rows/s, %d ms",
-                p.name, p.batchId, p.numInputRows, p.processedRowsPerSecond or 0.0,
+                p.name,
+                p.batchId,
+                p.numInputRows,
+                p.processedRowsPerSecond or 0.0,
                 (p.durationMs or {}).get("triggerExecution", 0),
-            )  # fmt: skip
+            )
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         pass

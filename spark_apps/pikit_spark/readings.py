@@ -167,16 +167,28 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
     typed = records.select(
-        "key", "value", "topic", "partition", "offset",
-        F.unix_timestamp(now).alias("now_s"), text.alias("text"),
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.unix_timestamp(now).alias("now_s"),
+        text.alias("text"),
         F.when(in_agent_form(text), F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
-    )  # fmt: skip
+    )
     j = F.col("j")
     fast = j["readings"].isNotNull()
     parsed = typed.select(
-        "key", "value", "topic", "partition", "offset", "now_s", "j", fast.alias("fast"),
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "now_s",
+        "j",
+        fast.alias("fast"),
         F.when(~fast & F.is_valid_utf8(F.col("text")), _one_json_value(F.col("text"))).alias("v"),
-    )  # fmt: skip
+    )
     fast = F.col("fast")
     env = _Variant(F.col("v"))
     device_ok = env.is_string("device") & env.get("device", "string").rlike(NAME_PATTERN)
@@ -199,12 +211,18 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
     may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], max_clock_skew_s)
     typed_rows = parsed.select(
-        "key", F.when(may_hold_dead, F.col("value")).alias("value"),
-        "topic", "partition", "offset", "now_s", "fast", "v",
+        "key",
+        F.when(may_hold_dead, F.col("value")).alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        "now_s",
+        "fast",
+        "v",
         record_reason.alias("record_reason"),
         F.when(fast, j["device"]).otherwise(env.get("device", "string")).alias("device"),
         F.posexplode_outer(F.when(fast, j["readings"])).alias("typed_index", "f"),
-    )  # fmt: skip
+    )
     exact_readings = F.when(~fast & F.col("record_reason").isNull(), readings)
     exploded = typed_rows.select(
         "*", F.posexplode_outer(exact_readings).alias("exact_index", "r")
@@ -249,8 +267,14 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         return F.when(~good, F.col(name))
 
     verdicts = judged.select(
-        "reason", "index", "topic", "partition", "offset", when_dead("key").alias("key"),
-        when_dead("value").alias("record"), F.when(good, F.col("device")).alias("device"),
+        "reason",
+        "index",
+        "topic",
+        "partition",
+        "offset",
+        when_dead("key").alias("key"),
+        when_dead("value").alias("record"),
+        F.when(good, F.col("device")).alias("device"),
         when_good(f["seq"], r.get("seq", "long"), "seq"),
         when_good(f["sensor"], r.get("sensor", "string"), "sensor"),
         when_good(f["metric"], r.get("metric", "string"), "metric"),
@@ -258,7 +282,7 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         when_good(f["unit"], r.get("unit", "string"), "unit"),
         F.when(good, ts).alias("ts"),
         F.when(good, F.timestamp_micros((ts * 1_000_000).cast("long"))).alias("event_time"),
-    )  # fmt: skip
+    )
     return Parsed(verdicts)
 
 
@@ -294,10 +318,12 @@ def _numbers_all_good(readings: Column, max_clock_skew_s: int) -> Column:
     letter needs, go along only with a record that may hold one, not with every reading."""
     values, stamps = readings["value"], readings["ts"]
     ok = (
-        (F.array_min(values) >= -_DOUBLE_MAX) & (F.array_max(values) <= _DOUBLE_MAX)
-        & (F.array_min(stamps) >= TS_MIN) & (F.array_max(stamps) <= TS_MAX)
+        (F.array_min(values) >= -_DOUBLE_MAX)
+        & (F.array_max(values) <= _DOUBLE_MAX)
+        & (F.array_min(stamps) >= TS_MIN)
+        & (F.array_max(stamps) <= TS_MAX)
         & (F.array_max(stamps) <= F.col("now_s") + max_clock_skew_s)
-    )  # fmt: skip
+    )
     return F.coalesce(ok, F.lit(False))
 
 

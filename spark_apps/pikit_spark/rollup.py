@@ -15,9 +15,13 @@ def daily(windows: DataFrame) -> DataFrame:
     return (
         windows.groupBy("date", "device", "sensor", "metric")
         .agg(
-            n.alias("count"), F.min("min").alias("min"), F.max("max").alias("max"), mean.alias("mean"),
+            n.alias("count"),
+            F.min("min").alias("min"),
+            F.max("max").alias("max"),
+            mean.alias("mean"),
             F.sqrt(F.greatest(square_mean - mean * mean, F.lit(0.0))).alias("stddev"),
-            F.count(F.lit(1)).alias("windows"), F.max("unit").alias("unit"),
+            F.count(F.lit(1)).alias("windows"),
+            F.max("unit").alias("unit"),
         )
         .orderBy("date", "device", "sensor", "metric")
-    )  # fmt: skip
+    )

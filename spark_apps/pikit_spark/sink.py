@@ -169,8 +169,14 @@ class TransactionalSink:
                     LOG.error("batch %d: not written after %d attempts: %s", batch_id, attempt, exc)
                     raise
                 delay = min(30.0, 2.0**attempt)
-                LOG.warning("batch %d: attempt %d failed (%s: %s); again in %.0fs",
-                            batch_id, attempt, type(exc).__name__, exc, delay)  # fmt: skip
+                LOG.warning(
+                    "batch %d: attempt %d failed (%s: %s); again in %.0fs",
+                    batch_id,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
                 time.sleep(delay)
 
     def _write_once(self, batch_id: int, records: list[tuple[str, Record]]) -> int | None:

@@ -79,8 +79,12 @@ class Site:
         started = time.monotonic()
         proc = subprocess.run(
             ["ansible-playbook", "-i", self.inventory, REPO / "playbooks" / name, *extra],
-            capture_output=True, text=True, env=env, check=False, cwd=REPO,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            cwd=REPO,
+        )
         out = proc.stdout + proc.stderr
         (self.logs / log).write_text(out)
         print(f"{name} ({log}): exit {proc.returncode} in {time.monotonic() - started:.0f}s")

@@ -78,10 +78,18 @@ def sequences() -> dict[str, list[int]]:
 
 def spool_depth(device: str) -> float:
     out = subprocess.run(
-        ["podman", "exec", device, "python3", "-c",
-         "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9108/metrics').read().decode())"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "podman",
+            "exec",
+            device,
+            "python3",
+            "-c",
+            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9108/metrics').read().decode())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return float(
         next(line.split()[1] for line in out.splitlines() if line.startswith("edge_agent_spool_depth "))
     )

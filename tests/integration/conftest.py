@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from pikit.localkafka import LocalBroker, free_port
+from pikit_testkit.broker import LocalBroker, free_port
 
 __all__ = ["LocalBroker", "free_port"]
 

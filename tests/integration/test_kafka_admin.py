@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pikit_testkit.broker import LocalBroker
+from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit.localkafka import LocalBroker
-from pikit.testcerts import certificate, new_key, pem
 from tests.kafka_cluster.admin_module import kafka_admin
 
 
@@ -137,9 +137,12 @@ def test_scram_users_are_created_kept_and_reset_when_their_password_changes(
 ) -> None:
     local, ca, bundle = sasl_broker
     base = params(
-        local.address, security_protocol="SSL", ssl_cafile=str(ca), ssl_certfile=str(bundle),
+        local.address,
+        security_protocol="SSL",
+        ssl_cafile=str(ca),
+        ssl_certfile=str(bundle),
         sasl_bootstrap_servers=[local.sasl_address],
-    )  # fmt: skip
+    )
     first = {"name": "dashboard", "password": "first-password-1"}
     second = {"name": "dashboard", "password": "second-password-2"}
     assert kafka_admin.run({**base, "scram_users": [first]}, check=False)["changes"] == [

@@ -13,8 +13,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from pikit_spark.sink import LineageError, Record, TransactionalSink
+from pikit_testkit.broker import LocalBroker
 
-from pikit.localkafka import LocalBroker
 from pikit.topic import read_to_end
 
 

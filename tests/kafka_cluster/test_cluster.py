@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
+from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit.testcerts import certificate, new_key, pem
 from pikit.tlsscan import scan
 from tests.conftest import REPO
 from tests.kafka_cluster.admin_module import kafka_admin
@@ -275,9 +275,12 @@ def test_a_scram_user_reads_what_its_acls_allow_with_kafka_python_and_librdkafka
     producer.send("sensor-aggregates", key=b"verify", value=marker).get(timeout=60)
     producer.close()
     consumer = KafkaConsumer(
-        "sensor-aggregates", **scram_options(), group_id="dashboard-verify",
-        auto_offset_reset="earliest", consumer_timeout_ms=15000,
-    )  # fmt: skip
+        "sensor-aggregates",
+        **scram_options(),
+        group_id="dashboard-verify",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15000,
+    )
     try:
         assert marker in {record.value for record in consumer}, "kafka-python over SCRAM did not read it"
     finally:

@@ -81,8 +81,10 @@ def test_spark_home_is_the_expected_distribution() -> None:
     expected = os.environ.get("SPARK_TEST_SPARK_HOME", "site-packages/pyspark")
     home = subprocess.run(
         ["podman", "exec", MASTER_NAME, "readlink", "-f", "/opt/spark/current"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert home.endswith(expected), home
 
 
@@ -107,15 +109,27 @@ def test_aggregates_are_exact_across_a_driver_crash() -> None:
         b'{"schema": 2, "device": "dev-a", "readings": [{}]}',
         b'{"schema": 1, "device": "dev-a", "readings": []}',
         # A valid record with two broken readings (a string value, a ts in 1970).
-        json.dumps({"schema": 1, "device": "dev-b", "readings": [
-            {**shape, "seq": 9000, "value": "hot", "ts": base + 1},
-            {**shape, "seq": 9001, "value": 1.0, "ts": 5},
-        ]}).encode(),
+        json.dumps(
+            {
+                "schema": 1,
+                "device": "dev-b",
+                "readings": [
+                    {**shape, "seq": 9000, "value": "hot", "ts": base + 1},
+                    {**shape, "seq": 9001, "value": 1.0, "ts": 5},
+                ],
+            }
+        ).encode(),
         # A device clock an hour ahead: a dead letter, and no window of dev-b moves.
-        json.dumps({"schema": 1, "device": "dev-b", "readings": [
-            {**shape, "seq": 9002, "value": 1.0, "ts": time.time() + 3600},
-        ]}).encode(),
-    ]  # fmt: skip
+        json.dumps(
+            {
+                "schema": 1,
+                "device": "dev-b",
+                "readings": [
+                    {**shape, "seq": 9002, "value": 1.0, "ts": time.time() + 3600},
+                ],
+            }
+        ).encode(),
+    ]
     first = {d.name: d.records(d.readings(base, 150)) for d in devices}
     second = {d.name: d.records(d.readings(base + 150, 150)) for d in devices}
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pikit_testkit.certs import certificate, new_key, pem
 
 from pikit.certs import inventory, main
-from pikit.testcerts import certificate, new_key, pem
 from tests.conftest import REPO
 
 
@@ -47,8 +47,10 @@ def test_every_certificate_with_its_kind_and_status(pki: Path) -> None:
 def test_an_expired_certificate_fails_the_report(pki: Path, capsys: pytest.CaptureFixture[str]) -> None:
     later = datetime.now(UTC) + timedelta(days=20)
     assert [(c.subject, c.status) for c in inventory(pki, 30, now=later)][:3] == [
-        ("admin", "expired"), ("edge-1", "expired"), ("pi-1", "ok"),
-    ]  # fmt: skip
+        ("admin", "expired"),
+        ("edge-1", "expired"),
+        ("pi-1", "ok"),
+    ]
     assert main(["--pki", str(pki), "--json"]) == 0
     assert {c["subject"] for c in json.loads(capsys.readouterr().out)} == {
         "admin",
@@ -84,7 +86,10 @@ def test_the_playbook_reports_them_without_touching_a_host(pki: Path, tmp_path: 
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     proc = subprocess.run(
         [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/certs.yml"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0 and "UNREACHABLE" not in proc.stdout, proc.stdout[-2000:]
     assert "edge-1" in proc.stdout and "renew at the next run" in proc.stdout

@@ -20,9 +20,11 @@ def test_scram_users_become_add_scram_arguments() -> None:
     # Each of these passwords was formatted into a real cluster by kafka-storage 4.3.
     users = [{"name": "dashboard", "password": "a b]=c[d"}, {"name": "etl", "password": "p" * 32}]
     assert filters.kafka_scram_format_args(users, 8192) == [
-        "--add-scram", 'SCRAM-SHA-512=[name=dashboard,iterations=8192,password="a b]=c[d"]',
-        "--add-scram", f'SCRAM-SHA-512=[name=etl,iterations=8192,password="{"p" * 32}"]',
-    ]  # fmt: skip
+        "--add-scram",
+        'SCRAM-SHA-512=[name=dashboard,iterations=8192,password="a b]=c[d"]',
+        "--add-scram",
+        f'SCRAM-SHA-512=[name=etl,iterations=8192,password="{"p" * 32}"]',
+    ]
 
 
 def test_no_users_no_arguments() -> None:

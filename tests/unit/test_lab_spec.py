@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pikit.lab import REPO, LabSpec, Node, spec_from_inventory
+from pikit import REPO
+from pikit.lab import LabSpec, Node, spec_from_inventory
 
 
 def test_lab_inventory_describes_the_lab() -> None:

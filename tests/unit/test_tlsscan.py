@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pikit_testkit.broker import free_port
+from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit.localkafka import free_port
-from pikit.testcerts import certificate, new_key, pem
 from pikit.tlsscan import scan
 
 
@@ -39,9 +39,12 @@ def server(tls: tuple[Path, Path], *options: str) -> Iterator[str]:
 @pytest.fixture
 def aead_only(tls: tuple[Path, Path]) -> Iterator[str]:
     yield from server(
-        tls, "-cipher", "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305",
-        "-ciphersuites", "TLS_AES_256_GCM_SHA384",
-    )  # fmt: skip
+        tls,
+        "-cipher",
+        "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305",
+        "-ciphersuites",
+        "TLS_AES_256_GCM_SHA384",
+    )
 
 
 @pytest.fixture

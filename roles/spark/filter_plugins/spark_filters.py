@@ -24,26 +24,32 @@ def spark_services(
     memory on a worker."""
     out = []
     if master:
-        out.append({
-            "name": "spark-master",
-            "what": "master",
-            "args": f"org.apache.spark.deploy.master.Master --host {node['address']} --port {master_port}"
-            f" --webui-port {master_webui_port}",
-        })  # fmt: skip
+        out.append(
+            {
+                "name": "spark-master",
+                "what": "master",
+                "args": f"org.apache.spark.deploy.master.Master --host {node['address']} --port {master_port}"
+                f" --webui-port {master_webui_port}",
+            }
+        )
         if history:
-            out.append({
-                "name": "spark-history",
-                "what": "history server",
-                "args": "org.apache.spark.deploy.history.HistoryServer",
-            })  # fmt: skip
+            out.append(
+                {
+                    "name": "spark-history",
+                    "what": "history server",
+                    "args": "org.apache.spark.deploy.history.HistoryServer",
+                }
+            )
     if worker:
-        out.append({
-            "name": "spark-worker",
-            "what": "worker",
-            "args": f"org.apache.spark.deploy.worker.Worker --host {node['address']} --port {worker_port}"
-            f" --webui-port {worker_webui_port} --cores {node['cores']} --memory {node['memory_mb']}m"
-            f" --work-dir {data_dir}/work {master_url}",
-        })  # fmt: skip
+        out.append(
+            {
+                "name": "spark-worker",
+                "what": "worker",
+                "args": f"org.apache.spark.deploy.worker.Worker --host {node['address']} --port {worker_port}"
+                f" --webui-port {worker_webui_port} --cores {node['cores']} --memory {node['memory_mb']}m"
+                f" --work-dir {data_dir}/work {master_url}",
+            }
+        )
     return out
 
 

@@ -7,8 +7,7 @@ from typing import Any
 
 from edge_agent.cli import check_certificates
 from edge_agent.config import parse
-
-from pikit.testcerts import certificate, new_key, pem
+from pikit_testkit.certs import certificate, new_key, pem
 
 
 def _files(tmp_path: Path, cert: Any, key: Any, ca: Any) -> dict[str, str]:

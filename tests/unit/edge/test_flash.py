@@ -38,8 +38,9 @@ def build_image(tmp: Path, files: dict[str, bytes], fat_mb: int = 16) -> Path:
     subprocess.run(["sfdisk", "-q", str(image)], input=layout.encode(), check=True)
     subprocess.run(
         ["mkfs.vfat", "-n", "bootfs", "--offset", "8192", str(image), str(fat_mb * 1024)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+    )
     for name, data in files.items():
         _mcopy(image, 8192 * 512, name, data, tmp)
     return image
@@ -72,10 +73,17 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
     (d / "device.crt").write_text("-----BEGIN CERTIFICATE-----\nDEV\n-----END CERTIFICATE-----\n")
     (d / "device.key").write_text("-----BEGIN PRIVATE KEY-----\nSECRET\n-----END PRIVATE KEY-----\n")
     (d / "id.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbc user@host\n")
-    return {k: d / v for k, v in {
-        "wheels": "wheels", "config": "config.toml", "ca": "ca.crt", "cert": "device.crt",
-        "key": "device.key", "ssh_key": "id.pub",
-    }.items()}  # fmt: skip
+    return {
+        k: d / v
+        for k, v in {
+            "wheels": "wheels",
+            "config": "config.toml",
+            "ca": "ca.crt",
+            "cert": "device.crt",
+            "key": "device.key",
+            "ssh_key": "id.pub",
+        }.items()
+    }
 
 
 def flash(target: list[str], inputs: dict[str, Path], *extra: str) -> int:
@@ -113,8 +121,13 @@ def test_bookworm_image_gets_firstrun(tmp_path: Path, inputs: dict[str, Path]) -
 
 
 def test_trixie_image_gets_cloud_init(tmp_path: Path, inputs: dict[str, Path]) -> None:
-    files = {"cmdline.txt": CMDLINE.encode(), "config.txt": b"", "user-data": TRIXIE_USER_DATA.encode(),
-             "meta-data": b"instance-id: rpi\n", "network-config": b"network: {version: 2}\n"}  # fmt: skip
+    files = {
+        "cmdline.txt": CMDLINE.encode(),
+        "config.txt": b"",
+        "user-data": TRIXIE_USER_DATA.encode(),
+        "meta-data": b"instance-id: rpi\n",
+        "network-config": b"network: {version: 2}\n",
+    }
     image = build_image(tmp_path, files)
     assert flash(["--image", str(image)], inputs) == 0
 

@@ -40,7 +40,16 @@ def test_aggregate_records_are_keyed_by_device(spark: SparkSession) -> None:
     assert bytes(record["key"]) == b"edge-9"
     body = json.loads(bytes(record["value"]))
     assert body == {
-        "schema": 1, "device": "edge-9", "sensor": "sim", "metric": "temperature", "unit": "C",
-        "window_start": int(T0), "window_end": int(T0) + 60, "count": 2, "min": 2.0, "max": 4.0, "mean": 3.0,
+        "schema": 1,
+        "device": "edge-9",
+        "sensor": "sim",
+        "metric": "temperature",
+        "unit": "C",
+        "window_start": int(T0),
+        "window_end": int(T0) + 60,
+        "count": 2,
+        "min": 2.0,
+        "max": 4.0,
+        "mean": 3.0,
         "stddev": 1.0,
-    }  # fmt: skip
+    }

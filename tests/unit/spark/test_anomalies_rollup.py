@@ -79,10 +79,20 @@ def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
 def test_daily_rollup_pools_windows_exactly(spark: SparkSession) -> None:
     windows = [[1.0, 2.0, 3.0, 4.0], [10.0, 11.0], [5.0]]
     rows = [
-        ("2026-11-18", "edge-1", "sim", "temperature", "C", len(w), min(w), max(w), statistics.fmean(w),
-         statistics.pstdev(w))
+        (
+            "2026-11-18",
+            "edge-1",
+            "sim",
+            "temperature",
+            "C",
+            len(w),
+            min(w),
+            max(w),
+            statistics.fmean(w),
+            statistics.pstdev(w),
+        )
         for w in windows
-    ]  # fmt: skip
+    ]
     schema = (
         "date string, device string, sensor string, metric string, unit string,"
         " count long, min double, max double, mean double, stddev double"

@@ -137,10 +137,17 @@ def test_the_pipeline_model_agrees_with_advance_on_a_messy_stream(spark: SparkSe
                 continue  # c is offline; it drains everything at batch 6
             span = 180 if device == "c" and batch_no == 6 else 40
             chunk = [
-                (device, next_seq[device] + i, "sim", rng.choice(["t", "h"]), rng.uniform(-5, 35), "C",
-                 clock[device] + i * 1.5)
+                (
+                    device,
+                    next_seq[device] + i,
+                    "sim",
+                    rng.choice(["t", "h"]),
+                    rng.uniform(-5, 35),
+                    "C",
+                    clock[device] + i * 1.5,
+                )
                 for i in range(int(span / 1.5))
-            ]  # fmt: skip
+            ]
             if batch_no >= 2 and rng.random() < 0.7:  # a late reading for a window closed earlier
                 late = (device, next_seq[device], "sim", "t", 1.0, "C", T0 + rng.uniform(0, 30))
                 chunk = [late] + [(r[0], r[1] + 1, *r[2:]) for r in chunk]

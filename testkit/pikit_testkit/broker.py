@@ -11,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from pikit import REPO
 
 
 def free_port() -> int:

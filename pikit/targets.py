@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pikit import REPO
 from pikit.phases import say
 
-REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv/bin"
 
 

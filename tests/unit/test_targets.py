@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pikit.pipeline import OPS_SCENARIOS, _stream, failure_digest, molecule_scenarios, ops_phases, test_phases
+from pikit.targets import OPS_SCENARIOS, _stream, failure_digest, molecule_scenarios, ops_phases, test_phases
 
 
 def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:

@@ -1,0 +1,1 @@
+"""Helpers for the kit's tests and benchmarks, kept out of the product package `pikit`."""
