@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from edge_agent import unitfile
+
 MARKER = "pikit edge-agent flash"
 PAYLOAD = "pikit"
 FAT_TYPES = {0x01, 0x04, 0x06, 0x0B, 0x0C, 0x0E}
@@ -171,61 +173,32 @@ class Payload:
     cert: Path
     key: Path
 
-    def files(self, spool_dir: str) -> dict[str, bytes]:
+    def files(self) -> dict[str, bytes]:
         out = {f"{PAYLOAD}/wheels/{w.name}": w.read_bytes() for w in self.wheels}
         out[f"{PAYLOAD}/config.toml"] = self.config.read_bytes()
         out[f"{PAYLOAD}/tls/ca.crt"] = self.ca.read_bytes()
         out[f"{PAYLOAD}/tls/device.crt"] = self.cert.read_bytes()
         out[f"{PAYLOAD}/tls/device.key"] = self.key.read_bytes()
-        out[f"{PAYLOAD}/edge-agent.service"] = unit(spool_dir).encode()
+        out[f"{PAYLOAD}/edge-agent.service"] = unit(*agent_settings(self.config)).encode()
         out[f"{PAYLOAD}/install.sh"] = INSTALL_SH.encode()
         return out
 
 
-def spool_dir_of(config: Path) -> str:
+def agent_settings(config: Path) -> tuple[str, str]:
+    """The spool directory and the device id of an agent configuration: its unit needs them."""
     try:
-        return str(tomllib.loads(config.read_text())["spool"]["directory"])
+        doc = tomllib.loads(config.read_text())
+        return str(doc["spool"]["directory"]), str(doc["device_id"])
     except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
-        raise FlashError(f"--config {config}: spool.directory is not readable ({exc})") from None
+        raise FlashError(f"--config {config}: spool.directory or device_id is not readable ({exc})") from None
 
 
-def unit(spool_dir: str) -> str:
-    """The agent's unit: the same hardened pattern as roles/service_unit (a test keeps them equal)."""
-    return f"""# {MARKER}
-[Unit]
-Description=pikit edge agent
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-Type=simple
-User=edge-agent
-Group=edge-agent
-WorkingDirectory=/
-ExecStart=/opt/edge-agent/venv/bin/edge-agent run --config /etc/edge-agent/config.toml
-Restart=on-failure
-RestartSec=5
-TimeoutStopSec=30
-SuccessExitStatus=0
-LimitNOFILE=4096
-
-# Hardening: the service sees a read-only system except its own paths.
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=no
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectControlGroups=yes
-RestrictSUIDSGID=yes
-LockPersonality=yes
-RestrictRealtime=yes
-ReadWritePaths={spool_dir}
-
-[Install]
-WantedBy=multi-user.target
-"""
+def unit(spool_dir: str, device_id: str) -> str:
+    """The agent's unit: what the edge_agent role installs (edge_agent/unitfile.py)."""
+    try:
+        return unitfile.render(MARKER, {"edge_agent_spool_dir": spool_dir, "edge_agent_device_id": device_id})
+    except unitfile.UnitSourceError as exc:
+        raise FlashError(str(exc)) from None
 
 
 INSTALL_SH = f"""#!/bin/bash
@@ -405,7 +378,7 @@ def flash(
     if found and not force:
         raise FlashError(f"the partition is already customised ({found}); --force overwrites it")
 
-    files = payload.files(spool_dir_of(payload.config))
+    files = payload.files()
     if fmt == "firstrun":
         files["firstrun.sh"] = firstrun_sh(device).encode()
         hook = (

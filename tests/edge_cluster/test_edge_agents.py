@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from edge_agent.contract import decode_batch
+from edge_agent.flash import unit
 
 from pikit.topic import read_to_end
 
@@ -40,6 +42,16 @@ def test_the_agent_runs_hardened(host: Any) -> None:
     assert "User=edge-agent" in show
     assert "ProtectSystem=strict" in show
     assert "NoNewPrivileges=yes" in show
+
+
+def test_the_installed_unit_is_the_one_flash_writes(host: Any) -> None:
+    """One unit for both ways onto a device: the role's, and `edge-agent flash`'s."""
+    if not is_edge(host):
+        pytest.skip("not an edge device")
+    config = tomllib.loads(host.file("/etc/edge-agent/config.toml").content_string)
+    flashed = unit(config["spool"]["directory"], config["device_id"]).splitlines()[1:]
+    installed = host.file("/etc/systemd/system/edge-agent.service").content_string.splitlines()[1:]
+    assert installed == flashed
 
 
 def test_the_private_key_is_the_agents_alone(host: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from edge_agent.cli import main
 from edge_agent.flash import MARKER, Device, cloud_init_files, unit
 
+from edge_agent import unitfile
 from tests.conftest import REPO
 
 CMDLINE = (
@@ -207,29 +209,22 @@ def test_a_full_partition_is_refused_and_left_alone(
     assert "pikit" not in listing(image).lower().replace("pi.img", "")
 
 
-def test_the_flashed_unit_is_the_service_unit_pattern() -> None:
-    """The role's service_unit template, given the agent's values, renders the flashed unit."""
-    import jinja2
-
-    env = jinja2.Environment(trim_blocks=True)
-    env.filters["ternary"] = lambda value, yes, no: yes if value else no  # Ansible's filter
-    template = env.from_string((REPO / "roles/service_unit/templates/service.j2").read_text())
-    rendered = template.render(
-        ansible_managed=MARKER,
-        service_unit_description="pikit edge agent",
-        service_unit_after=["network-online.target"],
-        service_unit_user="edge-agent",
-        service_unit_working_directory="/",
-        service_unit_environment={},
-        service_unit_exec_start=" ".join(
-            ["/opt/edge-agent/venv/bin/edge-agent", "run", "--config", "/etc/edge-agent/config.toml"]
-        ),
-        service_unit_restart="on-failure",
-        service_unit_restart_sec=5,
-        service_unit_timeout_stop_sec=30,
-        service_unit_success_exit_status="0",
-        service_unit_limit_nofile=4096,
-        service_unit_private_devices=False,
-        service_unit_read_write_paths=["/var/lib/edge-agent/spool"],
+def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
+    """flash writes no unit of its own: the edge_agent role's values in the service_unit pattern."""
+    flashed = unit("/srv/spool", "edge-7")
+    assert flashed.startswith(f"# {MARKER}\n[Unit]\nDescription=pikit edge agent (edge-7)\n")
+    assert (
+        "ExecStart=/opt/edge-agent/venv/bin/edge-agent run --config /etc/edge-agent/config.toml\n" in flashed
     )
-    assert rendered.strip() == unit("/var/lib/edge-agent/spool").strip()
+    assert "ReadWritePaths=/srv/spool\n" in flashed and "PrivateDevices=no\n" in flashed
+    roles = tmp_path / "roles"
+    shutil.copytree(REPO / "roles/edge_agent", roles / "edge_agent")
+    shutil.copytree(REPO / "roles/service_unit", roles / "service_unit")
+    tasks = roles / "edge_agent/tasks/main.yml"
+    tasks.write_text(
+        tasks.read_text().replace("service_unit_limit_nofile: 4096", "service_unit_limit_nofile: 777")
+    )
+    changed = unitfile.render(
+        MARKER, {"edge_agent_spool_dir": "/srv/spool", "edge_agent_device_id": "e"}, roles
+    )
+    assert "LimitNOFILE=777\n" in changed, "a change to the role's values reaches the flashed unit"

@@ -1,0 +1,61 @@
+"""The agent's systemd unit for a flashed device, rendered from the kit's one unit pattern.
+
+The `edge_agent` role installs the unit through `roles/service_unit` (its template and
+defaults) with the values written in its task "Install the edge-agent service unit".
+`edge-agent flash` renders those same files, so a flashed device runs the unit that the
+role would install; nothing of the unit is written here. It therefore needs the kit's
+checkout (the editable install `make bootstrap` makes), as the rest of `flash` needs
+the kit's artifact cache for the wheels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+KIT = Path(__file__).resolve().parents[2]
+ROLES = KIT / "roles"
+UNIT_TASK_ROLE = "service_unit"
+
+
+class UnitSourceError(RuntimeError):
+    """The kit's roles are not where this package was installed from."""
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    if not path.exists():
+        raise UnitSourceError(f"{path}: not found; run `edge-agent flash` from the pikit checkout")
+    return yaml.safe_load(path.read_text())
+
+
+def role_values(roles: Path = ROLES) -> dict[str, Any]:
+    """The service_unit_* values of the edge_agent role's include of service_unit, unrendered."""
+    for task in _yaml(roles / "edge_agent/tasks/main.yml"):
+        include = task.get("ansible.builtin.include_role") or {}
+        if include.get("name") == UNIT_TASK_ROLE:
+            return dict(task["vars"])
+    raise UnitSourceError(f"{roles}/edge_agent/tasks/main.yml: no include of the {UNIT_TASK_ROLE} role")
+
+
+def render(managed: str, facts: dict[str, Any], roles: Path = ROLES) -> str:
+    """The unit, as Ansible's template module renders it: `facts` supplies what the role's
+    defaults take from the inventory (the device id, the spool directory)."""
+    import jinja2
+
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["ternary"] = lambda value, yes, no: yes if value else no  # Ansible's filter
+
+    def value(raw: Any, context: dict[str, Any]) -> Any:
+        if isinstance(raw, str):
+            return env.from_string(raw).render(context).strip() if "{" in raw else raw
+        if isinstance(raw, list):
+            return [value(item, context) for item in raw]
+        return raw
+
+    role = {**_yaml(roles / "edge_agent/defaults/main.yml"), **facts}
+    unit = {**_yaml(roles / f"{UNIT_TASK_ROLE}/defaults/main.yml")}
+    unit.update({key: value(raw, role) for key, raw in role_values(roles).items()})
+    template = env.from_string((roles / f"{UNIT_TASK_ROLE}/templates/service.j2").read_text())
+    return template.render(ansible_managed=managed, **unit)
