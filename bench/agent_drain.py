@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from edge_agent.config import parse
-from edge_agent.contract import Reading
+from edge_agent.contract import Reading, envelope
+from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics
-from edge_agent.sender import Sender, envelope
+from edge_agent.sender import Sender
 from edge_agent.spool import Record, Spool
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
@@ -132,7 +133,7 @@ def drain(config_file: Path) -> None:
     config = parse(json.loads(config_file.read_text()))
     spool = Spool(Path(config.spool.directory), max_bytes=1 << 40, segment_bytes=4 << 20, fsync="never")
     stop = threading.Event()
-    sender = Sender(config, spool, Metrics(), threading.Event())
+    sender = Sender(spool, Metrics(), threading.Event(), KafkaLink(config), config.kafka.readings_per_record)
     thread = threading.Thread(target=sender.run, args=(stop, [float("inf")]))
     thread.start()
     while spool.depth:

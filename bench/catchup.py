@@ -51,6 +51,7 @@ from kafka.admin import (
     ResourceType,
 )
 
+from bench import eventlog
 from pikit import REPO
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
@@ -232,6 +233,9 @@ def main() -> None:
     parser.add_argument("--readings", type=int, default=2_000_000)
     parser.add_argument("--devices", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--stages", action="store_true", help="also print each run's stages from its Spark event log"
+    )
     args = parser.parse_args()
     spec = spec_from_inventory(REPO / "inventory/lab")
     g = groups()
@@ -267,6 +271,14 @@ def main() -> None:
                 for name in order if r % 2 == 0 else order[::-1]:
                     run = f"r{r}-{'agg' if name == 'sensor_aggregates' else 'count'}-{int(time.time())}"
                     cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
+                    if args.stages:
+                        sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
+                        cmd[1:1] = [
+                            "--conf",
+                            "spark.eventLog.enabled=true",
+                            "--conf",
+                            f"spark.eventLog.dir=file://{submit.work}/{run}/events",
+                        ]
                     started = time.monotonic()
                     log = f"{submit.work}/{run}.log"
                     sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)} > {log} 2>&1", user=submit.user)
@@ -275,6 +287,9 @@ def main() -> None:
                         master, "sh", "-c", f"grep -E 'batch [0-9]+: ' {log} || true"
                     ).splitlines():
                         print(f"  {line}", flush=True)  # each batch's steps, from the app's own log
+                    if args.stages:
+                        events = sh(master, "sh", "-c", f"cat {submit.work}/{run}/events/*")
+                        print(eventlog.table(events.splitlines()), flush=True)
                     seconds, consumed = drained(master, f"{submit.work}/{run}/checkpoint")
                     assert consumed == records, f"{name} consumed {consumed} of {records} records"
                     results[name].append((seconds, wall))

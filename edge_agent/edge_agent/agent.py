@@ -22,6 +22,7 @@ from types import FrameType
 from edge_agent import clock
 from edge_agent.config import Config
 from edge_agent.contract import Reading
+from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics, serve
 from edge_agent.sender import Sender
 from edge_agent.sensors import Sensor, build
@@ -144,7 +145,8 @@ class Agent:
     def run(self) -> None:
         server = serve(self.metrics, self.config.metrics_listen) if self.config.metrics_listen else None
         drain_deadline = [float("inf")]
-        sender = Sender(self.config, self.spool, self.metrics, self.wakeup)
+        link = KafkaLink(self.config)
+        sender = Sender(self.spool, self.metrics, self.wakeup, link, self.config.kafka.readings_per_record)
         thread = threading.Thread(target=sender.run, args=(self.stop, drain_deadline), name="sender")
         thread.start()
         log.info(

@@ -81,7 +81,7 @@ def check_certificates(config: Config) -> list[str]:
 def check_broker(config: Config) -> str | None:
     from kafka import KafkaProducer
 
-    from edge_agent.sender import producer_options
+    from edge_agent.kafka_link import producer_options
 
     try:
         producer = KafkaProducer(**{**producer_options(config), "bootstrap_timeout_ms": 8000})

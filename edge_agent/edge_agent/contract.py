@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 SCHEMA_VERSION = 1
 # Device, sensor and metric names. The Spark apps use the same pattern (Java regex syntax).
@@ -108,6 +109,19 @@ def _is_number(value: Any) -> bool:
     except OverflowError:
         return False
     return True
+
+
+class Spooled(Protocol):
+    """A spooled reading (edge_agent/spool.py's Record): its body as the agent encoded it."""
+
+    @property
+    def payload(self) -> bytes: ...
+
+
+def envelope(device: str, records: Iterable[Spooled]) -> bytes:
+    """The contract's record value, built from the spooled reading bodies without re-encoding."""
+    head = b'{"schema":%d,"device":"%s","readings":[' % (SCHEMA_VERSION, device.encode())
+    return head + b",".join(r.payload for r in records) + b"]}"
 
 
 def encode_batch(device: str, readings: list[Reading]) -> bytes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pikit_spark.moments import aggregates, moments, pool
 from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq, seq_marks
 from pikit_spark.state import VersionedTables
 
@@ -143,11 +144,8 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     by_key = ["kind", *KEY]
     by_alert = [f"a_{c}" for c in [*KEY, "seq", "unit", "reason"]]
     sets = [by_key, by_alert, BLOCK_KEY] if seq_blocks else [by_key, by_alert]
-    n = F.count(F.lit(1))
     summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
-        n.alias("n"),
-        F.avg("value").alias("mean"),
-        (F.var_pop("value") * n).alias("m2"),
+        *aggregates("value"),
         F.max("seq").alias("high_seq"),
         F.min("value").alias("value"),
         F.min("ts").alias("ts"),
@@ -192,30 +190,17 @@ def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame
 
 def updated_baseline(baseline: DataFrame, readings: DataFrame, rules: Rules) -> DataFrame:
     """Chan et al.'s merge of the old state with these readings' count/mean/M2, count capped."""
-    batch = readings.groupBy(*KEY).agg(
-        F.count(F.lit(1)).cast("double").alias("bn"),
-        F.avg("value").alias("bmean"),
-        (F.var_pop("value") * F.count(F.lit(1))).alias("bm2"),
-    )
-    return _merged_baseline(baseline, batch, rules)
+    batch = readings.groupBy(*KEY).agg(*aggregates("value"))
+    return _merged_baseline(baseline, batch.toDF(*KEY, "bn", "bmean", "bm2"), rules)
 
 
 def _merged_baseline(baseline: DataFrame, batch: DataFrame, rules: Rules) -> DataFrame:
-    merged = baseline.join(batch, KEY, "full_outer").select(
-        *KEY,
-        F.coalesce("n", F.lit(0.0)).alias("an"),
-        F.coalesce("mean", F.lit(0.0)).alias("amean"),
-        F.coalesce("m2", F.lit(0.0)).alias("am2"),
-        F.coalesce("bn", F.lit(0.0)).alias("bn"),
-        F.coalesce("bmean", F.lit(0.0)).alias("bmean"),
-        F.coalesce("bm2", F.lit(0.0)).alias("bm2"),
-    )
-    n = F.col("an") + F.col("bn")
-    delta = F.col("bmean") - F.col("amean")
-    mean = F.col("amean") + delta * F.col("bn") / n
-    m2 = F.col("am2") + F.col("bm2") + delta * delta * F.col("an") * F.col("bn") / n
-    scale = F.least(F.lit(1.0), F.lit(float(rules.baseline_n)) / n)
-    return merged.select(*KEY, (n * scale).alias("n"), mean.alias("mean"), (m2 * scale).alias("m2"))
+    both = baseline.join(batch, KEY, "full_outer")
+    p = pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
+    # The count is capped at baseline_n, so that the baseline follows a slow drift.
+    scale = F.least(F.lit(1.0), F.lit(float(rules.baseline_n)) / p["n"])
+    n, mean, m2 = (p["n"] * scale).cast("double"), p["mean"], p["m2"] * scale
+    return both.select(*KEY, n.alias("n"), mean.alias("mean"), m2.alias("m2"))
 
 
 def as_kafka_records(found: DataFrame) -> DataFrame:

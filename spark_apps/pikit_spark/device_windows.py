@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pikit_spark.moments import aggregates, moments, pool
 from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
 
 WINDOWS_SCHEMA = (
@@ -112,7 +113,7 @@ def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], t
 
     # A window's readings in more than one unit are more than one row of the summary: pooled here.
     parts = F.collect_list(F.struct("n", "mean", "m2"))
-    pooled = F.aggregate(F.slice(parts, 2, F.size(parts)), parts[0], _pool)
+    pooled = F.aggregate(F.slice(parts, 2, F.size(parts)), parts[0], pool)
     batch = (
         summary.where(kind == ON_TIME)
         .groupBy(*WINDOW_KEY)
@@ -257,11 +258,8 @@ def summarize(
         if seq_blocks
         else keyed.groupBy(*by_window, F.lit(None).cast("long").alias("seq_block"))
     )
-    n = F.count(F.lit(1))
     return grouped.agg(
-        n.alias("n"),
-        F.avg("value").alias("mean"),
-        (F.var_pop("value") * n).alias("m2"),
+        *aggregates("value"),
         F.min("value").alias("min"),
         F.max("value").alias("max"),
         F.max("seq").alias("high_seq"),
@@ -278,29 +276,10 @@ def _as_verdicts(rows: DataFrame) -> DataFrame:
     return rows.select(*rows.columns, F.lit(None).cast("string").alias("reason"), *missing)
 
 
-def _pool(a: Column, b: Column) -> Column:
-    """Chan et al.'s merge of two (n, mean, m2) structs."""
-    n = a["n"] + b["n"]
-    delta = b["mean"] - a["mean"]
-    return F.struct(
-        n.alias("n"),
-        (a["mean"] + delta * b["n"] / n).alias("mean"),
-        (a["m2"] + b["m2"] + delta * delta * a["n"] * b["n"] / n).alias("m2"),
-    )
-
-
 def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:
     """Chan et al.'s merge of the open windows with this batch's count/mean/M2/min/max."""
     both = windows.join(batch, WINDOW_KEY, "full_outer")
-
-    def moments(n: str, mean: str, m2: str) -> Column:  # a side without the window counts as empty
-        return F.struct(
-            F.coalesce(n, F.lit(0)).alias("n"),
-            F.coalesce(mean, F.lit(0.0)).alias("mean"),
-            F.coalesce(m2, F.lit(0.0)).alias("m2"),
-        )
-
-    pooled = _pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
+    pooled = pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
     return both.select(
         "device",
         "sensor",

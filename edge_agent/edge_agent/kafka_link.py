@@ -1,0 +1,109 @@
+"""The Kafka side of sending: the producer, one round as records of the contract, its acknowledgements.
+
+Readings go out in batches of `readings_per_record` per Kafka record (the contract's
+envelope), keyed by the device id, with acks=all and the idempotent producer. While a
+broker is away the producer keeps retrying what is in flight itself: nothing is resent,
+so nothing is duplicated. A broker's return is noticed within MAX_BACKOFF_S.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
+
+from edge_agent.config import Config
+from edge_agent.contract import envelope
+from edge_agent.sender import MAX_BACKOFF_S
+from edge_agent.spool import Record
+
+log = logging.getLogger("edge_agent.sender")
+BATCH_BYTES = 256 * 1024
+# Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
+DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+
+
+def pick_compression(choice: str) -> str | None:
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return choice
+    for codec, module in (("zstd", "zstandard"), ("lz4", "lz4.frame")):
+        try:
+            __import__(module)
+            return codec
+        except ImportError:
+            continue
+    return "gzip"
+
+
+def producer_options(config: Config) -> dict[str, Any]:
+    kafka = config.kafka
+    options: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "client_id": f"edge-agent-{config.device_id}",
+        "acks": "all",
+        "enable_idempotence": True,
+        "linger_ms": kafka.linger_ms,
+        # One request carries many envelopes (kafka-python's 16 KiB default holds one or two).
+        "batch_size": BATCH_BYTES,
+        "compression_type": pick_compression(kafka.compression),
+        "delivery_timeout_ms": DELIVERY_TIMEOUT_MS,
+        "request_timeout_ms": 15000,
+        "max_block_ms": 15000,
+        "bootstrap_timeout_ms": 10000,
+        # A broker that comes back is found within seconds; one attempt per few seconds per
+        # device does not hammer a dead one.
+        "reconnect_backoff_max_ms": int(MAX_BACKOFF_S * 1000),
+    }
+    if kafka.cert_file:
+        options.update(
+            security_protocol="SSL",
+            ssl_cafile=kafka.ca_file,
+            ssl_certfile=kafka.cert_file,
+            ssl_check_hostname=True,
+        )
+    return options
+
+
+class KafkaLink:
+    """A Sender's link to Kafka (edge_agent/sender.py's Link)."""
+
+    def __init__(self, config: Config, producer_factory: Callable[..., Any] = KafkaProducer) -> None:
+        self.config = config
+        self.producer_factory = producer_factory
+        self.producer: Any = None
+
+    def submit(self, records: list[Record]) -> list[Any]:
+        if self.producer is None:
+            self.producer = self.producer_factory(**producer_options(self.config))
+            log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
+        device, topic = self.config.device_id, self.config.kafka.topic
+        size = self.config.kafka.readings_per_record
+        return [
+            self.producer.send(topic, key=device.encode(), value=envelope(device, records[i : i + size]))
+            for i in range(0, len(records), size)
+        ]
+
+    def acknowledged(self, futures: list[Any], give_up: Callable[[], bool]) -> bool:
+        for future in futures:
+            while not future.is_done:
+                if give_up():
+                    return False
+                try:
+                    future.get(timeout=1.0)
+                except KafkaTimeoutError:
+                    continue  # still in flight (e.g. broker away): keep waiting, never resend
+            future.get(timeout=0)  # raises the broker's error
+        return True
+
+    def close(self, timeout: float) -> None:
+        if self.producer is not None:
+            try:
+                self.producer.close(timeout=timeout)
+            except Exception as exc:
+                log.debug("closing the producer: %s", exc)
+            self.producer = None
