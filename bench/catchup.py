@@ -273,12 +273,13 @@ def main() -> None:
                     cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
-                        cmd[1:1] = [
-                            "--conf",
-                            "spark.eventLog.enabled=true",
-                            "--conf",
-                            f"spark.eventLog.dir=file://{submit.work}/{run}/events",
-                        ]
+                        events = {
+                            "enabled": "true",
+                            "dir": f"file://{submit.work}/{run}/events",
+                            "compress": "false",  # read here as JSON lines
+                            "rolling.enabled": "false",
+                        }
+                        cmd[1:1] = [f"--conf=spark.eventLog.{key}={value}" for key, value in events.items()]
                     started = time.monotonic()
                     log = f"{submit.work}/{run}.log"
                     sh(master, "sh", "-c", f"cd /tmp && {shlex.join(cmd)} > {log} 2>&1", user=submit.user)
@@ -288,8 +289,8 @@ def main() -> None:
                     ).splitlines():
                         print(f"  {line}", flush=True)  # each batch's steps, from the app's own log
                     if args.stages:
-                        events = sh(master, "sh", "-c", f"cat {submit.work}/{run}/events/*")
-                        print(eventlog.table(events.splitlines()), flush=True)
+                        log_text = sh(master, "sh", "-c", f"cat {submit.work}/{run}/events/*")
+                        print(eventlog.table(log_text.splitlines()), flush=True)
                     seconds, consumed = drained(master, f"{submit.work}/{run}/checkpoint")
                     assert consumed == records, f"{name} consumed {consumed} of {records} records"
                     results[name].append((seconds, wall))
