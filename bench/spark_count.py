@@ -13,8 +13,8 @@ from pikit_spark.common import (
     read_topic,
     session,
     setup_logging,
+    start_batches,
     streaming_parser,
-    trigger,
 )
 from pyspark.sql import DataFrame
 
@@ -31,13 +31,7 @@ def main() -> None:
     def count(batch: DataFrame, batch_id: int) -> None:
         counted[0] += batch.count()
 
-    query = (
-        records.writeStream.foreachBatch(count)
-        .option("checkpointLocation", f"{args.checkpoint_dir.rstrip('/')}/stream")
-        .trigger(**trigger(args))
-        .queryName(APP)
-        .start()
-    )
+    query = start_batches(records, count, f"{args.checkpoint_dir.rstrip('/')}/stream", APP, args)
     query.awaitTermination()
     LOG.info("%s: %d records counted", APP, counted[0])
 

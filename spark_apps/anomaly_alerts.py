@@ -11,19 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
-from pikit_spark.common import (
-    LOG,
-    kafka_options,
-    kafka_python_client,
-    read_topic,
-    session,
-    setup_logging,
-    streaming_parser,
-    trigger,
-)
-from pikit_spark.progress import log_progress
+from pikit_spark.app import StreamingApp
+from pikit_spark.common import streaming_parser
 from pikit_spark.readings import parse
-from pikit_spark.sink import TransactionalSink, checkpoint_query_id, records_by_topic
+from pikit_spark.sink import checkpoint_query_id, records_by_topic
 
 APP = "anomaly_alerts"
 
@@ -44,28 +35,16 @@ def main(argv: list[str] | None = None) -> None:
         "--baseline-readings", type=int, default=1000, help="how many readings the baseline remembers"
     )
     args = parser.parse_args(argv)
-    setup_logging(args.log_level)
     rules = Rules(tuple(args.threshold), args.stddevs, args.min_samples, args.baseline_readings)
-
-    spark = session(APP, args.shuffle_partitions)
-    log_progress(spark)
-    kafka = kafka_options(args.kafka_properties)
-    sink = TransactionalSink(
-        [args.alerts_topic],
-        APP,
-        kafka_python_client(args.kafka_properties),
-        adopt_new_checkpoint=args.adopt_new_checkpoint,
-    )
-    checkpoints = args.checkpoint_dir.rstrip("/")
-    store = BaselineStore(spark, f"{checkpoints}/baseline")
+    app = StreamingApp.start(APP, args, [args.alerts_topic])
+    sink = app.sink
+    store = BaselineStore(app.spark, f"{app.checkpoints}/baseline")
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
-    readings = parse(
-        read_topic(spark, kafka, args.readings_topic, args), args.max_clock_skew_seconds
-    ).readings
+    readings = parse(app.readings(), args.max_clock_skew_seconds).readings
 
     def judge_batch(batch: Any, batch_id: int) -> None:
-        sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/readings")
+        sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
         judged = judge(batch, store.before(batch_id), rules)
         outputs = records_by_topic({args.alerts_topic: as_kafka_records(judged.alerts)})
@@ -73,25 +52,8 @@ def main(argv: list[str] | None = None) -> None:
             sink.write(batch_id, outputs)
         store.write(batch_id, judged.baseline, judged.devices)
 
-    query = (
-        readings.writeStream.foreachBatch(judge_batch)
-        .option("checkpointLocation", f"{checkpoints}/readings")
-        .trigger(**trigger(args))
-        .queryName(APP)
-        .start()
-    )
-    LOG.info(
-        "%s: %s -> %s; %d thresholds, k=%.1f",
-        APP,
-        args.readings_topic,
-        args.alerts_topic,
-        len(rules.thresholds),
-        rules.k,
-    )
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
+    rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
+    app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")
 
 
 if __name__ == "__main__":

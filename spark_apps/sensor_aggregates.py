@@ -14,24 +14,14 @@ written once whatever restarts happen (pikit_spark/sink.py).
 
 from __future__ import annotations
 
-import sys
-
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
 from pikit_spark.aggregates import as_kafka_records, write_parquet
-from pikit_spark.common import (
-    LOG,
-    kafka_options,
-    kafka_python_client,
-    read_topic,
-    session,
-    setup_logging,
-    streaming_parser,
-    trigger,
-)
+from pikit_spark.app import StreamingApp
+from pikit_spark.common import LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
-from pikit_spark.progress import Steps, log_progress
+from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import TransactionalSink, batch_timestamp, checkpoint_query_id, records_by_topic
+from pikit_spark.sink import batch_timestamp, checkpoint_query_id, records_by_topic
 from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -61,25 +51,14 @@ def main(argv: list[str] | None = None) -> None:
         help="how long the windows of a silent device wait for it (processing time)",
     )
     args = parser.parse_args(argv)
-    setup_logging(args.log_level)
-
-    spark = session(APP, args.shuffle_partitions)
-    log_progress(spark)
-    timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
-    checkpoints = args.checkpoint_dir.rstrip("/")
-    parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    state = VersionedTables(spark, f"{checkpoints}/device-state", STATE_SCHEMAS)
     topics = [args.aggregates_topic, args.late_topic, args.dead_letter_topic]
-    sink = TransactionalSink(
-        topics,
-        APP,
-        kafka_python_client(args.kafka_properties),
-        adopt_new_checkpoint=args.adopt_new_checkpoint,
-    )
+    app = StreamingApp.start(APP, args, topics)
+    sink, checkpoints = app.sink, app.checkpoints
+    timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
+    parquet = f"{args.output_dir.rstrip('/')}/aggregates"
+    state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS)
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike.
-    records = read_topic(spark, kafka_options(args.kafka_properties), args.readings_topic, args).withColumn(
-        "processed_at", F.current_timestamp()
-    )
+    records = app.readings().withColumn("processed_at", F.current_timestamp())
 
     def process(batch: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
@@ -121,32 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             step.unpersist()
 
-    query = (
-        records.writeStream.foreachBatch(process)
-        .option("checkpointLocation", f"{checkpoints}/stream")
-        .trigger(**trigger(args))
-        .queryName(APP)
-        .start()
-    )
-    LOG.info(
-        "%s: %s -> %s, %s, late -> %s, dead letters -> %s; window %ds, device slack %ds, horizon %ds",
-        APP,
-        args.readings_topic,
-        args.aggregates_topic,
-        parquet,
-        args.late_topic,
-        args.dead_letter_topic,
-        timing.window_s,
-        timing.slack_s,
-        timing.horizon_s,
-    )
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
-    if query.exception() is not None:
-        LOG.error("%s failed: %s", query.name, query.exception())
-        sys.exit(1)
+    late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
+    outputs_said = f"{args.aggregates_topic}, {parquet}, {late_dead}"
+    timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
+    app.run(records, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
 from pikit import REPO
 
-__all__ = ["REPO", "load_filter_plugin"]
+__all__ = ["REPO", "load_filter_plugin", "run_playbook", "run_preflight"]
 
 
 def load_filter_plugin(role: str, module: str) -> ModuleType:
@@ -22,22 +24,24 @@ def load_filter_plugin(role: str, module: str) -> ModuleType:
     return loaded
 
 
+def run_playbook(inventory: Path, playbook: str) -> tuple[int, str]:
+    """playbooks/<playbook> on `inventory`, as make runs it: its exit code and its output."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    argv: list[str | Path] = [
+        REPO / ".venv/bin/ansible-playbook",
+        "-i",
+        inventory,
+        REPO / "playbooks" / playbook,
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 def run_preflight(inventory: Path) -> str:
     """playbooks/preflight.yml on `inventory`: its output, prefixed "OK" when it passed.
 
     It must never connect to a host: an UNREACHABLE in the output fails the test.
     """
-    import os
-    import subprocess
-
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/preflight.yml"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    out = proc.stdout + proc.stderr
+    code, out = run_playbook(inventory, "preflight.yml")
     assert "UNREACHABLE" not in out, "preflight must not connect to any host"
-    return out if proc.returncode else "OK\n" + out
+    return out if code else "OK\n" + out

@@ -159,19 +159,9 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
         kind.alias("kind"),
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        "seq_block",
-        "n",
-        "mean",
-        "m2",
-        "high_seq",
-        "seq_bits",
-        F.col("a_seq").alias("seq"),
-        "value",
-        F.col("a_unit").alias("unit"),
-        "ts",
-        F.col("a_reason").alias("reason"),
-        "baseline_mean",
-        "baseline_stddev",
+        *["seq_block", "n", "mean", "m2", "high_seq", "seq_bits"],
+        *[F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")],
+        *["value", "ts", "baseline_mean", "baseline_stddev"],
     )
 
 

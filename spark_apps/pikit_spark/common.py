@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 LOG = logging.getLogger("pikit")
 AVAILABLE_NOW = "available-now"
@@ -57,6 +59,17 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         help="a reading stamped further ahead of the processing time is a dead letter",
     )
     return parser
+
+
+BatchFunction = Callable[[DataFrame, int], None]
+
+
+def start_batches(
+    frame: DataFrame, process: BatchFunction, checkpoint: str, app: str, args: argparse.Namespace
+) -> StreamingQuery:
+    """An app's one query: each micro-batch of `frame` to `process`, checkpointed, on the app's trigger."""
+    writer = frame.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
+    return writer.trigger(**trigger(args)).queryName(app).start()
 
 
 def trigger(args: argparse.Namespace) -> dict[str, Any]:

@@ -173,16 +173,9 @@ def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], t
         F.to_date(F.from_unixtime("window_start")).alias("date"),
     )
     still_open = flagged.where(~F.col("is_closed")).select(*_WINDOWS_COLUMNS)
-    late = summary.where(kind == LATE).select(
-        "device",
-        F.col("high_seq").alias("seq"),
-        "sensor",
-        "metric",
-        F.col("min").alias("value"),
-        "unit",
-        F.col("high_ts").alias("ts"),
-        "reason",
-    )
+    # A late reading is a group of its own: its seq, value and ts are the group's.
+    seq, value, ts = F.col("high_seq").alias("seq"), F.col("min").alias("value"), F.col("high_ts").alias("ts")
+    late = summary.where(kind == LATE).select("device", seq, "sensor", "metric", value, "unit", ts, "reason")
     dead = summary.where(kind == DEAD).select(
         "key", F.col("record").alias("value"), "reason", "topic", "partition", "offset", "index"
     )

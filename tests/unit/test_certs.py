@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import yaml
 from pikit_testkit.certs import certificate, new_key, pem
 
 from pikit.certs import inventory, main
-from tests.conftest import REPO
+from tests.conftest import run_playbook
 
 
 @pytest.fixture
@@ -83,13 +81,6 @@ def test_the_playbook_reports_them_without_touching_a_host(pki: Path, tmp_path: 
             }
         )
     )
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "playbooks/certs.yml"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0 and "UNREACHABLE" not in proc.stdout, proc.stdout[-2000:]
-    assert "edge-1" in proc.stdout and "renew at the next run" in proc.stdout
+    code, out = run_playbook(inventory, "certs.yml")
+    assert code == 0 and "UNREACHABLE" not in out, out[-2000:]
+    assert "edge-1" in out and "renew at the next run" in out

@@ -2,19 +2,22 @@
 
 A sensor's `read()` returns a list of (metric, value, unit); it may raise, and the
 agent logs the error and retries at the next interval. A sensor module registers its
-type with `@register("type", sample=...)`: the class's `from_options` checks the
-options of a [[sensors]] table (errors name the key), and the sample is a table that
-configures it (`edge-agent sensors` prints them; a test builds every one). Every module
-of this package is a sensor module; another package can add types through the
-`pikit.edge_agent.sensors` entry point group, naming its module.
+type with `@register("type")`: the class's `from_options` checks the options of a
+[[sensors]] table (errors name the key), and `<type>.toml` beside the module is a
+sample table that configures it, each option with a comment (`edge-agent sensors`
+prints them; a test builds every one). Every module of this package is a sensor module;
+another package can add types through the `pikit.edge_agent.sensors` entry point group,
+naming its module (its samples beside it, the same way).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from importlib.metadata import entry_points
 from typing import Any, Protocol, TypeVar
 
@@ -46,10 +49,12 @@ _LOADED: list[bool] = []  # the modules below are imported once, on first use
 B = TypeVar("B", bound=Buildable)
 
 
-def register(type_name: str, sample: str) -> Callable[[type[B]], type[B]]:
+def register(type_name: str) -> Callable[[type[B]], type[B]]:
     def add(cls: type[B]) -> type[B]:
         if type_name in _TYPES:
             raise ValueError(f"sensor type {type_name!r} is registered twice")
+        module = sys.modules[cls.__module__]
+        sample = resources.files(module.__package__ or "").joinpath(f"{type_name}.toml").read_text()
         _TYPES[type_name] = SensorType(cls.from_options, sample.strip())
         return cls
 

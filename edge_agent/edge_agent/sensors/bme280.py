@@ -80,16 +80,7 @@ def compensate(cal: Calibration, adc_t: int, adc_p: int, adc_h: int) -> tuple[fl
     return temperature, pressure / 100.0, min(100.0, max(0.0, humidity))
 
 
-@register(
-    "bme280",
-    sample="""
-[[sensors]]
-type = "bme280"                 # needs the 'i2c' extra
-interval = 5.0
-bus = 1                         # /dev/i2c-1
-address = 0x76                  # or 0x77
-""",
-)
+@register("bme280")
 @dataclass
 class Bme280:
     name: str

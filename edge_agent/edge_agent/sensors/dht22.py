@@ -13,16 +13,7 @@ from edge_agent.config import ConfigError
 from edge_agent.sensors import Measurement, option, register
 
 
-@register(
-    "dht22",
-    sample="""
-[[sensors]]
-type = "dht22"                  # needs the 'dht' extra
-interval = 5.0
-timeout = 4.0                   # the driver retries a bad read itself
-pin = 4                         # BCM GPIO number
-""",
-)
+@register("dht22")
 @dataclass
 class Dht22:
     name: str

@@ -17,16 +17,7 @@ PROFILES = {
 }
 
 
-@register(
-    "simulated",
-    sample="""
-[[sensors]]
-type = "simulated"
-interval = 1.0
-seed = 0
-metrics = ["temperature", "humidity"]   # any of temperature, humidity, pressure
-""",
-)
+@register("simulated")
 @dataclass
 class Simulated:
     name: str

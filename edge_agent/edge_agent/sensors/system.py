@@ -10,15 +10,7 @@ from typing import Any
 from edge_agent.sensors import Measurement, option, register
 
 
-@register(
-    "cpu_temperature",
-    sample="""
-[[sensors]]
-type = "cpu_temperature"
-interval = 10.0
-path = "/sys/class/thermal/thermal_zone0/temp"   # millidegrees Celsius
-""",
-)
+@register("cpu_temperature")
 @dataclass
 class CpuTemperature:
     """`/sys/class/thermal/thermal_zone0/temp`, in millidegrees Celsius."""
@@ -35,15 +27,7 @@ class CpuTemperature:
         return [("temperature", millidegrees / 1000.0, "C")]
 
 
-@register(
-    "system",
-    sample="""
-[[sensors]]
-type = "system"                 # load1_per_cpu and memory_available
-interval = 30.0
-proc = "/proc"
-""",
-)
+@register("system")
 @dataclass
 class SystemLoad:
     """One-minute load per CPU and available memory, from /proc."""

@@ -1,0 +1,58 @@
+"""What both streaming apps do around their micro-batches: logging, the session, the
+exactly-once sink of their output topics, the one query, and how it ends."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pikit_spark.common import (
+    LOG,
+    BatchFunction,
+    kafka_options,
+    kafka_python_client,
+    read_topic,
+    session,
+    setup_logging,
+    start_batches,
+)
+from pikit_spark.progress import log_progress
+from pikit_spark.sink import TransactionalSink
+
+
+@dataclass
+class StreamingApp:
+    name: str
+    args: argparse.Namespace  # streaming_parser's options and the app's own
+    spark: SparkSession
+    sink: TransactionalSink  # every output topic, written once per micro-batch
+    checkpoints: str
+
+    @classmethod
+    def start(cls, name: str, args: argparse.Namespace, topics: list[str]) -> StreamingApp:
+        setup_logging(args.log_level)
+        spark = session(name, args.shuffle_partitions)
+        log_progress(spark)
+        client = kafka_python_client(args.kafka_properties)
+        sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
+        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"))
+
+    def readings(self) -> DataFrame:
+        """The readings topic's records, as a stream."""
+        kafka = kafka_options(self.args.kafka_properties)
+        return read_topic(self.spark, kafka, self.args.readings_topic, self.args)
+
+    def run(self, frame: DataFrame, process: BatchFunction, stream: str, what: str) -> None:
+        """Each micro-batch of `frame` to `process` until the query ends; exit 1 when it failed."""
+        query = start_batches(frame, process, f"{self.checkpoints}/{stream}", self.name, self.args)
+        LOG.info("%s: %s", self.name, what)
+        try:
+            query.awaitTermination()
+        finally:
+            self.sink.close()
+        if query.exception() is not None:
+            LOG.error("%s failed: %s", query.name, query.exception())
+            sys.exit(1)
