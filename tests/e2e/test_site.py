@@ -15,7 +15,7 @@ this one converged lab:
   (failpoints, so the moments are exact, not lucky).
 
 After each scenario the raw readings topic is read back and every window it closes is
-recomputed in plain Python (tests/pipeline_model.py) and compared with the aggregates
+recomputed in plain Python (pikit_testkit/pipeline_model.py) and compared with the aggregates
 topic: exact, none missing, none twice, and no gap in any device's sequence numbers.
 At the end the agents stop and the whole output is compared, late-data and dead-letter
 topics included. A second site.yml run must then report changed=0.
@@ -40,12 +40,12 @@ from typing import Any
 import pytest
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
+from pikit_testkit import polling
+from pikit_testkit.pipeline_model import Outcome, compare, compare_late, outcome, split_records
 
 from pikit import lab
 from pikit.topic import mtls_client, read_to_end
-from tests import polling
 from tests.conftest import REPO
-from tests.pipeline_model import Outcome, compare, compare_late, outcome, split_records
 
 LAB = "pikit-e2e"
 SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."

@@ -24,10 +24,10 @@ from edge_agent.contract import decode_batch
 from edge_agent.sender import RECORDS_PER_ROUND, ROUNDS_IN_FLIGHT
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
+from pikit_testkit.polling import wait_for
 
 from tests.conftest import REPO
 from tests.integration.conftest import LocalBroker, free_port
-from tests.polling import wait_for
 
 TOPIC = "it-agent-readings"
 PER_RECORD = 50

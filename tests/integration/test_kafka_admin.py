@@ -10,7 +10,7 @@ import pytest
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 
-from tests.kafka_cluster.admin_module import kafka_admin
+from pikit.kafka_admin import kafka_admin
 
 
 def params(broker: str, **overrides: Any) -> dict[str, Any]:

@@ -76,3 +76,30 @@ def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> No
         ("User:spark", "transactional_id", "pikit-spark-", "prefixed", "write", "describe"),
     }
     assert len(acls) == len(as_text)
+
+
+PORTS = {"client": 9092, "internal": 9094, "controller": 9093, "sasl": 0, "plaintext": 0}
+
+
+def test_listeners_of_a_combined_node_a_broker_and_a_controller() -> None:
+    combined = filters.kafka_listeners("10.0.0.1", True, True, PORTS)
+    assert combined == {
+        "listeners": "CLIENT://0.0.0.0:9092,INTERNAL://0.0.0.0:9094,CONTROLLER://0.0.0.0:9093",
+        "advertised": "CLIENT://10.0.0.1:9092,INTERNAL://10.0.0.1:9094",
+        "protocol_map": "CLIENT:SSL,INTERNAL:SSL,CONTROLLER:SSL",
+    }
+    broker = filters.kafka_listeners("10.0.0.2", True, False, PORTS)
+    assert broker["listeners"] == "CLIENT://0.0.0.0:9092,INTERNAL://0.0.0.0:9094"
+    assert broker["advertised"] == combined["advertised"].replace("10.0.0.1", "10.0.0.2")
+    controller = filters.kafka_listeners("10.0.0.3", False, True, PORTS)
+    assert controller["listeners"] == "CONTROLLER://0.0.0.0:9093" and controller["advertised"] == ""
+    assert controller["protocol_map"] == combined["protocol_map"], "the same map on every node"
+
+
+def test_sasl_and_plaintext_listeners_only_when_their_port_is_set() -> None:
+    both = filters.kafka_listeners("h", True, False, {**PORTS, "sasl": 9096, "plaintext": 9095})
+    assert both["listeners"].endswith(",SASL://0.0.0.0:9096,PLAINTEXT://0.0.0.0:9095")
+    assert both["advertised"].endswith(",SASL://h:9096,PLAINTEXT://h:9095")
+    assert both["protocol_map"].endswith(",SASL:SASL_SSL,PLAINTEXT:PLAINTEXT")
+    controller = filters.kafka_listeners("h", False, True, {**PORTS, "sasl": 9096})
+    assert "SASL://" not in controller["listeners"] and "SASL:SASL_SSL" in controller["protocol_map"]

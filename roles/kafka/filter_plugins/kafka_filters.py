@@ -29,6 +29,32 @@ def kafka_voters(nodes: list[dict[str, Any]], port: int) -> str:
     return ",".join(f"{node['id']}@{node['address']}:{int(port)}" for node in nodes)
 
 
+def kafka_listeners(address: str, broker: bool, controller: bool, ports: dict[str, Any]) -> dict[str, str]:
+    """One node's `listeners`, `advertised.listeners` and `listener.security.protocol.map`.
+
+    `ports`: client, internal, controller, and sasl and plaintext (0 turns them off). A broker
+    listens on CLIENT and INTERNAL (and SASL, PLAINTEXT when on), a controller on CONTROLLER;
+    the controller's listener is not advertised. The protocol map names every listener the
+    cluster may use, so that it reads the same on every node."""
+    sasl, plaintext = int(ports["sasl"]), int(ports["plaintext"])
+    named: list[tuple[str, int]] = []
+    if broker:
+        named += [("CLIENT", int(ports["client"])), ("INTERNAL", int(ports["internal"]))]
+        named += [("SASL", sasl)] if sasl > 0 else []
+        named += [("PLAINTEXT", plaintext)] if plaintext > 0 else []
+    advertised = [f"{name}://{address}:{port}" for name, port in named]
+    if controller:
+        named.append(("CONTROLLER", int(ports["controller"])))
+    protocols = ["CLIENT:SSL", "INTERNAL:SSL", "CONTROLLER:SSL"]
+    protocols += ["SASL:SASL_SSL"] if sasl > 0 else []
+    protocols += ["PLAINTEXT:PLAINTEXT"] if plaintext > 0 else []
+    return {
+        "listeners": ",".join(f"{name}://0.0.0.0:{port}" for name, port in named),
+        "advertised": ",".join(advertised),
+        "protocol_map": ",".join(protocols),
+    }
+
+
 def kafka_restart_order(controllers: list[str], brokers: list[str]) -> list[str]:
     """Dedicated controllers, then combined nodes, then dedicated brokers, each in inventory order:
     the quorum is whole before any broker goes down."""
@@ -75,6 +101,7 @@ class FilterModule:
         return {
             "kafka_scram_format_args": kafka_scram_format_args,
             "kafka_voters": kafka_voters,
+            "kafka_listeners": kafka_listeners,
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,
         }

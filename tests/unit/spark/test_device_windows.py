@@ -20,10 +20,10 @@ from pikit_spark.device_windows import (
     summarize,
 )
 from pikit_spark.readings import parse
+from pikit_testkit.pipeline_model import Timing as ModelTiming
+from pikit_testkit.pipeline_model import compare, outcome
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.pipeline_model import Timing as ModelTiming
-from tests.pipeline_model import compare, outcome
 from tests.unit.spark.records import T0, batch, reading
 
 READING = "device string, seq long, sensor string, metric string, value double, unit string, ts double"
@@ -123,7 +123,7 @@ def test_a_silent_device_is_closed_after_the_horizon_and_what_comes_later_is_lat
 
 
 def test_the_pipeline_model_agrees_with_advance_on_a_messy_stream(spark: SparkSession) -> None:
-    """tests/pipeline_model.py judges the lab's output: it must replay the same rules."""
+    """pikit_testkit/pipeline_model.py judges the lab's output: it must replay the same rules."""
     rng = random.Random(7)
     stream = Stream(spark)
     model_timing = ModelTiming(TIMING.window_s, TIMING.slack_s)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 JVM_GROUPS = {"kafka_controller", "kafka_broker", "spark_master", "spark_worker"}
@@ -13,11 +15,11 @@ USER_GROUPS = {
 
 
 @pytest.fixture()
-def groups(host) -> set[str]:
+def groups(host: Any) -> set[str]:
     return set(host.ansible.get_variables()["group_names"])
 
 
-def test_java_only_on_jvm_nodes(host, groups):
+def test_java_only_on_jvm_nodes(host: Any, groups: set[str]) -> None:
     java = host.run("java -version")
     if groups & JVM_GROUPS:
         assert java.rc == 0, java.stderr
@@ -28,7 +30,7 @@ def test_java_only_on_jvm_nodes(host, groups):
 
 
 @pytest.mark.parametrize("user", sorted(USER_GROUPS))
-def test_service_user_and_data_dir(host, groups, user):
+def test_service_user_and_data_dir(host: Any, groups: set[str], user: str) -> None:
     wanted = bool(groups & USER_GROUPS[user])
     assert host.user(user).exists == wanted
     data = host.file(f"/srv/pikit/{user}")
@@ -42,7 +44,7 @@ def test_service_user_and_data_dir(host, groups, user):
         assert f"{user}\thard\tnofile\t20000" in limits
 
 
-def test_etc_hosts_lists_every_node(host):
+def test_etc_hosts_lists_every_node(host: Any) -> None:
     hosts = host.file("/etc/hosts").content_string
     assert "127.0.0.1\tlocalhost" in hosts
     for name, ip in {
@@ -54,20 +56,20 @@ def test_etc_hosts_lists_every_node(host):
         assert host.addr(name).ip_addresses == [ip] or ip in host.addr(name).ip_addresses
 
 
-def test_chrony_running_without_clock_control(host):
+def test_chrony_running_without_clock_control(host: Any) -> None:
     chrony = host.service("chrony")
     assert chrony.is_running
     assert chrony.is_enabled
     assert any("-x" in proc.args.split() for proc in host.process.filter(comm="chronyd"))
 
 
-def test_sysctl_file_written_not_applied(host):
+def test_sysctl_file_written_not_applied(host: Any) -> None:
     conf = host.file("/etc/sysctl.d/90-pikit.conf").content_string
     assert "vm.swappiness=1" in conf
     assert "vm.max_map_count=262144" in conf
 
 
-def test_ssh_password_logins_off(host):
+def test_ssh_password_logins_off(host: Any) -> None:
     effective = host.run("sshd -T").stdout
     assert "passwordauthentication no" in effective
     assert "permitrootlogin without-password" in effective

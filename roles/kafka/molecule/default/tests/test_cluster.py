@@ -27,9 +27,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
 from pikit_testkit.certs import certificate, new_key, pem
 
+from pikit import REPO
+from pikit.kafka_admin import kafka_admin
 from pikit.tlsscan import scan
-from tests.conftest import REPO
-from tests.kafka_cluster.admin_module import kafka_admin
 
 NODES = [
     (name, address.split(":")[0], address.split(":")[1])

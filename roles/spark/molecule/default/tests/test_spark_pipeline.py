@@ -4,7 +4,7 @@ Runs on the controller against the lab: a real standalone master and two workers
 real Kafka broker, the app submitted by playbooks/submit.yml. A test device sends a
 known stream (resends, malformed records and readings, a reading from the future,
 late readings); the
-aggregates topic must hold exactly what tests/pipeline_model.py computes from it,
+aggregates topic must hold exactly what pikit_testkit/pipeline_model.py computes from it,
 also when the driver is killed -9 between a batch's Kafka commit and Spark's checkpoint
 commit.
 """
@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
+from pikit_testkit.pipeline_model import compare, compare_late, outcome
+from pikit_testkit.polling import wait_for
 
 from pikit.topic import mtls_client, read_to_end
-from tests.pipeline_model import compare, compare_late, outcome
-from tests.polling import wait_for
 
 MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")
 WORKERS = [w for w in os.environ.get("SPARK_TEST_WORKERS", "").split(",") if w]
