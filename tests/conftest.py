@@ -10,8 +10,6 @@ from types import ModuleType
 
 from pikit import REPO
 
-__all__ = ["REPO", "load_filter_plugin", "run_playbook", "run_preflight"]
-
 
 def load_filter_plugin(role: str, module: str) -> ModuleType:
     """A role's filter plugin module, loaded from its file as Ansible loads it."""

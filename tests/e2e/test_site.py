@@ -43,9 +43,8 @@ from kafka import KafkaProducer
 from pikit_testkit import polling
 from pikit_testkit.pipeline_model import Outcome, compare, compare_late, outcome, split_records
 
-from pikit import lab
+from pikit import REPO, lab
 from pikit.topic import mtls_client, read_to_end
-from tests.conftest import REPO
 
 LAB = "pikit-e2e"
 SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."

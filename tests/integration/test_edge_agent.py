@@ -26,7 +26,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from pikit_testkit.polling import wait_for
 
-from tests.conftest import REPO
+from pikit import REPO
 from tests.integration.conftest import LocalBroker, free_port
 
 TOPIC = "it-agent-readings"

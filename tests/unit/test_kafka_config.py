@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_preflight
+from pikit import REPO
+from tests.conftest import run_preflight
 
 COMBINED: dict[str, object] = {
     "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},

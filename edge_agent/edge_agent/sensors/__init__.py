@@ -12,6 +12,7 @@ naming its module (its samples beside it, the same way).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import sys
@@ -45,7 +46,6 @@ class SensorType:
 
 
 _TYPES: dict[str, SensorType] = {}
-_LOADED: list[bool] = []  # the modules below are imported once, on first use
 B = TypeVar("B", bound=Buildable)
 
 
@@ -61,14 +61,17 @@ def register(type_name: str) -> Callable[[type[B]], type[B]]:
     return add
 
 
+@functools.cache
+def _import_sensor_modules() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    for entry in entry_points(group=ENTRY_POINTS):
+        importlib.import_module(entry.value)
+
+
 def sensor_types() -> dict[str, SensorType]:
     """Every registered sensor type, this package's and other packages' (entry points)."""
-    if not _LOADED:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        for entry in entry_points(group=ENTRY_POINTS):
-            importlib.import_module(entry.value)
-        _LOADED.append(True)
+    _import_sensor_modules()
     return dict(_TYPES)
 
 

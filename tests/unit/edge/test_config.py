@@ -9,7 +9,7 @@ import pytest
 from edge_agent.config import ConfigError, load, parse
 from edge_agent.sensors import build
 
-from tests.conftest import REPO
+from pikit import REPO
 
 GOOD: dict[str, Any] = {
     "device_id": "edge-1",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from edge_agent.failpoints import BEFORE_SPOOL_COMMIT
 
-from tests.conftest import REPO
+from pikit import REPO
 
 CALL = "import sys; from edge_agent.failpoints import crash_if_armed as c; c(sys.argv[1], sys.argv[2])"
 

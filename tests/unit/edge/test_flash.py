@@ -13,7 +13,7 @@ from edge_agent.cli import main
 from edge_agent.flash import MARKER, Device, cloud_init_files, unit
 
 from edge_agent import unitfile
-from tests.conftest import REPO
+from pikit import REPO
 
 CMDLINE = (
     "console=serial0,115200 console=tty1 root=PARTUUID=1234abcd-02 rootfstype=ext4 fsck.repair=yes rootwait\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from edge_agent.spool import Spool
 
-from tests.conftest import REPO
+from pikit import REPO
 
 
 def fill(spool: Spool, seqs: range, size: int = 40) -> list[int]:
