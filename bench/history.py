@@ -25,3 +25,26 @@ def module_at(commit: str, path: str, name: str, work: Path) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def package_at(commit: str, path: str, package: str, name: str, work: Path) -> ModuleType:
+    """The package at `path` (named `package` in its own imports) as of `commit`, imported
+    as `name`, its absolute imports of itself renamed: today's package stays as it is."""
+    listing = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{commit}:{path}"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    directory = work / name
+    directory.mkdir(parents=True, exist_ok=True)
+    for file in (f for f in listing.split() if f.endswith(".py")):
+        source = subprocess.run(
+            ["git", "show", f"{commit}:{path}/{file}"], cwd=REPO, capture_output=True, check=True
+        ).stdout.decode()
+        (directory / file).write_text(source.replace(f"{package}.", f"{name}."))
+    spec = importlib.util.spec_from_file_location(
+        name, directory / "__init__.py", submodule_search_locations=[str(directory)]
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

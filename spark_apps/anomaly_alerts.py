@@ -14,7 +14,7 @@ from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_reco
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import streaming_parser
 from pikit_spark.readings import parse
-from pikit_spark.sink import checkpoint_query_id, records_by_topic
+from pikit_spark.sink import checkpoint_query_id
 
 APP = "anomaly_alerts"
 
@@ -47,10 +47,9 @@ def main(argv: list[str] | None = None) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
         judged = judge(batch, store.before(batch_id), rules)
-        outputs = records_by_topic({args.alerts_topic: as_kafka_records(judged.alerts)})
-        if outputs[args.alerts_topic]:
-            sink.write(batch_id, outputs)
-        store.write(batch_id, judged.baseline, judged.devices)
+        if judged.alerts:
+            sink.write(batch_id, {args.alerts_topic: as_kafka_records(judged.alerts)})
+        store.write(batch_id, judged.state)
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
     app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")

@@ -21,7 +21,7 @@ from pikit_spark.common import LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import batch_timestamp, checkpoint_query_id, records_by_topic
+from pikit_spark.sink import batch_timestamp, checkpoint_query_id
 from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -63,42 +63,34 @@ def main(argv: list[str] | None = None) -> None:
     def process(batch: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
         steps = Steps()
-        # One read of the batch: the summary (windows, late readings, dead letters, each
-        # device's marks) is small and checkpointed; every output below derives from it.
+        # One read of the batch into its summary, fetched to the driver: every output and the
+        # next state are computed from it there, without another Spark job.
         verdicts = parse(batch, args.max_clock_skew_seconds).verdicts
         processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
-        step = advance(verdicts, processed_at, state.before(batch_id), timing).persist()
-        try:
-            steps.done("read and summarized")
-            # State and Parquet first: a crash before the Kafka commit replays the batch, which
-            # reads the same state version and overwrites what this run wrote.
-            state.write(batch_id, step.state)
-            steps.done("state")
-            # One job fetches all three outputs; the Parquet copy of the windows is written
-            # before the Kafka commit.
-            outputs = records_by_topic(
-                {
-                    args.aggregates_topic: as_kafka_records(step.closed),
-                    args.late_topic: late_records(step.late),
-                    args.dead_letter_topic: dead_letter_records(step.dead),
-                }
-            )
-            steps.done("outputs fetched")
-            if outputs[args.aggregates_topic]:
-                write_parquet(step.closed, parquet, batch_id)
-                steps.done("parquet")
-            if any(outputs.values()):
-                sink.write(batch_id, outputs)
-                steps.done("kafka")
-                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
-            LOG.info(
-                "batch %d: %s; %s",
-                batch_id,
-                steps,
-                ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
-            )
-        finally:
-            step.unpersist()
+        step = advance(verdicts, processed_at, state.before(batch_id), timing)
+        steps.done("read and summarized")
+        # State and Parquet first: a crash before the Kafka commit replays the batch, which
+        # reads the same state version and replaces what this run wrote.
+        state.write(batch_id, step.state)
+        steps.done("state")
+        outputs = {
+            args.aggregates_topic: as_kafka_records(step.closed),
+            args.late_topic: late_records(step.late),
+            args.dead_letter_topic: dead_letter_records(step.dead),
+        }
+        if step.closed:
+            write_parquet(app.spark, step.closed, parquet, batch_id)
+            steps.done("parquet")
+        if any(outputs.values()):
+            sink.write(batch_id, outputs)
+            steps.done("kafka")
+            crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
+        LOG.info(
+            "batch %d: %s; %s",
+            batch_id,
+            steps,
+            ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
+        )
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     outputs_said = f"{args.aggregates_topic}, {parquet}, {late_dead}"

@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import json
+from typing import Any
+
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from pikit_spark.sink import Record
+
 AGGREGATE_SCHEMA_VERSION = 1
+CLOSED_SCHEMA = (
+    "device string, sensor string, metric string, unit string, window_start long, window_end long, "
+    "count long, min double, max double, mean double, stddev double, date date"
+)
+_BODY = [c for c in (part.split()[0] for part in CLOSED_SCHEMA.split(", ")) if c != "date"]
 
 
-def as_kafka_records(stats: DataFrame) -> DataFrame:
+def as_kafka_records(closed: list[dict[str, Any]]) -> list[Record]:
     """Keyed by device (one device's windows stay in order in one partition)."""
-    body = F.struct(
-        F.lit(AGGREGATE_SCHEMA_VERSION).alias("schema"),
-        "device",
-        "sensor",
-        "metric",
-        "unit",
-        "window_start",
-        "window_end",
-        "count",
-        "min",
-        "max",
-        "mean",
-        "stddev",
-    )
-    return stats.select(
-        F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value")
-    )
+    return [
+        (
+            window["device"].encode(),
+            json.dumps(
+                {"schema": AGGREGATE_SCHEMA_VERSION, **{c: window[c] for c in _BODY}}, separators=(",", ":")
+            ).encode(),
+            [],
+        )
+        for window in closed
+    ]
 
 
-def write_parquet(stats: DataFrame, path: str, batch_id: int) -> None:
+def write_parquet(spark: SparkSession, closed: list[dict[str, Any]], path: str, batch_id: int) -> None:
     """Append one micro-batch's windows under <path>/date=…/batch=<id>/.
 
     A batch replayed after a crash replaces its own directory (dynamic partition
@@ -37,7 +40,8 @@ def write_parquet(stats: DataFrame, path: str, batch_id: int) -> None:
     like the Kafka one.
     """
     (
-        stats.withColumn("batch", F.lit(batch_id))
+        spark.createDataFrame(closed, CLOSED_SCHEMA)
+        .withColumn("batch", F.lit(batch_id))
         .coalesce(1)
         .write.mode("overwrite")
         .option("partitionOverwriteMode", "dynamic")

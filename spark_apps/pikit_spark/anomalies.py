@@ -10,14 +10,17 @@ micro-batch started.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pikit_spark.moments import aggregates, moments, pool
-from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq, seq_marks
-from pikit_spark.state import VersionedTables
+from pikit_spark.moments import Moments, aggregates, pool
+from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
+from pikit_spark.sink import Record
+from pikit_spark.state import Tables, VersionedTables
 
 ALERT_SCHEMA_VERSION = 1
 KEY = ["device", "sensor", "metric"]
@@ -83,43 +86,56 @@ def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
 
 @dataclass(frozen=True)
 class Judged:
-    """What one micro-batch produced."""
+    """What one micro-batch produced, on the driver."""
 
-    alerts: DataFrame  # `alerts`' columns
-    baseline: DataFrame  # the next version of BaselineStore.SCHEMA
-    devices: DataFrame  # the next version of BaselineStore.DEVICES
+    alerts: list[dict[str, Any]]  # `alerts`' columns
+    state: Tables  # the next version of STATE_SCHEMAS
 
 
 # The kinds of row in a batch's summary (see _summarize).
 _BASELINE, _ALERT = "baseline", "alert"
 _ALERT_COLUMNS = ["seq", "value", "unit", "ts", "reason", "baseline_mean", "baseline_stddev"]
+BASELINE_SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
+DEVICES_SCHEMA = "device string, high_seq long"
+STATE_SCHEMAS = {"baseline": BASELINE_SCHEMA, "devices": DEVICES_SCHEMA}
 
 
-def judge(readings: DataFrame, state: dict[str, DataFrame], rules: Rules) -> Judged:
+def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
     """One micro-batch of valid readings and the state before it (BaselineStore.before) ->
     the alerts, the next baseline and seq marks.
 
     The batch is read once, into a summary whose size follows the baseline's keys and the
     alerts, not the readings: per device x sensor x metric the batch's count/mean/M2 and
-    highest seq, and a row per alert. Each reading counts once (pikit_spark/seqs.py)."""
+    highest seq, and a row per alert. It is fetched to the driver in the same Spark job and
+    folded into the state there. Each reading counts once (pikit_spark/seqs.py)."""
+    spark = readings.sparkSession
+    frames = {name: spark.createDataFrame(state[name], ddl) for name, ddl in STATE_SCHEMAS.items()}
 
     def summarize(rows: DataFrame, seq_blocks: bool = True) -> DataFrame:
-        return _summarize(rows, state, rules, seq_blocks)
+        return _summarize(rows, frames, rules, seq_blocks)
 
     summary = once_per_seq(
-        summarize(readings).localCheckpoint(),
-        readings,
-        lambda again: summarize(again, False),
-        is_block=F.col("kind").isNull(),
+        summarize(readings), readings, lambda again: summarize(again, False), is_block=F.col("kind").isNull()
     )
-    kind = F.col("kind")
-    found = summary.where(kind == _ALERT).select(*KEY, *_ALERT_COLUMNS)
-    stats = summary.where(kind == _BASELINE)
-    batch = stats.select(
-        *KEY, F.col("n").cast("double").alias("bn"), F.col("mean").alias("bmean"), F.col("m2").alias("bm2")
-    )
-    seen = stats.groupBy("device").agg(F.max("high_seq").alias("bseq"))
-    return Judged(found, _merged_baseline(state["baseline"], batch, rules), seq_marks(state["devices"], seen))
+    found = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
+    baseline = {tuple(row[:3]): row[3:] for row in state["baseline"]}
+    marks: dict[str, int] = dict(state["devices"])
+    for row in summary:
+        if row["kind"] != _BASELINE:
+            continue
+        key = (row["device"], row["sensor"], row["metric"])
+        batch = (float(row["n"]), row["mean"], row["m2"])
+        baseline[key] = _capped(pool(baseline[key], batch) if key in baseline else batch, rules)
+        marks[row["device"]] = max(row["high_seq"], marks.get(row["device"], row["high_seq"]))
+    baseline_rows = [(*key, *kept) for key, kept in sorted(baseline.items())]
+    return Judged(found, {"baseline": baseline_rows, "devices": sorted(marks.items())})
+
+
+def _capped(baseline: Moments, rules: Rules) -> Moments:
+    """The count capped at baseline_n, so that the baseline follows a slow drift."""
+    n, mean, m2 = baseline
+    scale = min(1.0, rules.baseline_n / n)
+    return n * scale, mean, m2 * scale
 
 
 def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, seq_blocks: bool) -> DataFrame:
@@ -178,39 +194,20 @@ def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame
     return joined.withColumn("stddev", stddev).withColumn("reason", reason).drop("n")
 
 
-def updated_baseline(baseline: DataFrame, readings: DataFrame, rules: Rules) -> DataFrame:
-    """Chan et al.'s merge of the old state with these readings' count/mean/M2, count capped."""
-    batch = readings.groupBy(*KEY).agg(*aggregates("value"))
-    return _merged_baseline(baseline, batch.toDF(*KEY, "bn", "bmean", "bm2"), rules)
+def as_kafka_records(found: list[dict[str, Any]]) -> list[Record]:
+    """Alerts keyed by device."""
+    return [
+        (
+            alert["device"].encode(),
+            json.dumps({"schema": ALERT_SCHEMA_VERSION, **alert}, separators=(",", ":")).encode(),
+            [],
+        )
+        for alert in found
+    ]
 
 
-def _merged_baseline(baseline: DataFrame, batch: DataFrame, rules: Rules) -> DataFrame:
-    both = baseline.join(batch, KEY, "full_outer")
-    p = pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
-    # The count is capped at baseline_n, so that the baseline follows a slow drift.
-    scale = F.least(F.lit(1.0), F.lit(float(rules.baseline_n)) / p["n"])
-    n, mean, m2 = (p["n"] * scale).cast("double"), p["mean"], p["m2"] * scale
-    return both.select(*KEY, n.alias("n"), mean.alias("mean"), m2.alias("m2"))
-
-
-def as_kafka_records(found: DataFrame) -> DataFrame:
-    body = F.struct(F.lit(ALERT_SCHEMA_VERSION).alias("schema"), *found.columns)
-    return found.select(
-        F.col("device").cast("binary").alias("key"), F.to_json(body).cast("binary").alias("value")
-    )
-
-
-class BaselineStore:
+class BaselineStore(VersionedTables):
     """The baseline and each device's seq mark, one version per micro-batch (pikit_spark/state.py)."""
 
-    SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
-    DEVICES = "device string, high_seq long"
-
     def __init__(self, spark: SparkSession, root: str, keep: int = 3) -> None:
-        self.tables = VersionedTables(spark, root, {"baseline": self.SCHEMA, "devices": self.DEVICES}, keep)
-
-    def before(self, batch_id: int) -> dict[str, DataFrame]:
-        return self.tables.before(batch_id)
-
-    def write(self, batch_id: int, baseline: DataFrame, devices: DataFrame) -> None:
-        self.tables.write(batch_id, {"baseline": baseline, "devices": devices})
+        super().__init__(spark, root, STATE_SCHEMAS, keep)

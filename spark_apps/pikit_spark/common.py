@@ -122,9 +122,6 @@ def session(app: str, shuffle_partitions: int) -> SparkSession:
         SparkSession.builder.appName(app)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
-        # Each micro-batch checkpoints its small summary (device_windows.advance); its blocks go
-        # when the driver's JVM collects the frame, and this makes it collect at least as often.
-        .config("spark.cleaner.periodicGC.interval", "5min")
         # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
         .config(
             "spark.sql.streaming.stateStore.providerClass",

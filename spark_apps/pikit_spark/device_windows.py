@@ -11,8 +11,10 @@ is stateless and each micro-batch advances a state of our own (pikit_spark/state
   `closed_through`, the window end up to which its windows are closed.
 
 Each micro-batch is read once, into a summary whose size follows the windows and the
-devices, not the readings (`summarize`); the state, the closed windows, the late readings
-and the dead letters are all computed from it.
+devices, not the readings (`summarize`). The summary is fetched to the driver in the same
+Spark job, and the state, the closed windows, the late readings and the dead letters are
+all computed from it there (`fold`), in plain Python: on a Pi cluster a Spark job costs
+a second or more whatever its size, and these are tables of thousands of rows.
 
 A device's windows close when its own event time passes their end by `slack_s`, or when
 the processing time passes their end by `horizon_s` (a device silent for longer). A
@@ -23,13 +25,19 @@ replayed batch computes the same result.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from edge_agent.contract import Reading, encode_batch
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from pikit_spark.moments import aggregates, moments, pool
+from pikit_spark.moments import aggregates, pool
 from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
+from pikit_spark.sink import Record
+from pikit_spark.state import TableRow, Tables, columns
 
 WINDOWS_SCHEMA = (
     "device string, sensor string, metric string, unit string, window_start long, "
@@ -38,7 +46,6 @@ WINDOWS_SCHEMA = (
 DEVICES_SCHEMA = "device string, high_seq long, high_ts double, closed_through long"
 STATE_SCHEMAS = {"windows": WINDOWS_SCHEMA, "devices": DEVICES_SCHEMA}
 WINDOW_KEY = ["device", "sensor", "metric", "window_start"]
-_WINDOWS_COLUMNS = [part.split()[0] for part in WINDOWS_SCHEMA.split(", ")]
 LATE_CLOSED = "late: the device's windows up to this one were closed"
 LATE_HORIZON = "late: older than the horizon"
 
@@ -55,24 +62,12 @@ class Timing:
 
 @dataclass(frozen=True)
 class Advance:
-    """What one micro-batch produced."""
+    """What one micro-batch produced, on the driver."""
 
-    closed: DataFrame  # windows closed now: device, sensor, metric, unit, window_start, window_end, count…
-    late: DataFrame  # device, seq, sensor, metric, value, unit, ts, reason
-    dead: DataFrame  # Parsed.dead_letters' columns (empty for a frame of valid readings only)
-    state: dict[str, DataFrame]  # the next version of STATE_SCHEMAS
-    # The merged windows, which the state and the closed windows derive from: cached once
-    # computed (the batch's summary below them is checkpointed).
-    shared: tuple[DataFrame, ...] = ()
-
-    def persist(self) -> Advance:
-        for frame in self.shared:
-            frame.persist()
-        return self
-
-    def unpersist(self) -> None:
-        for frame in self.shared:
-            frame.unpersist()
+    closed: list[dict[str, Any]]  # windows closed now: CLOSED_SCHEMA's columns
+    late: list[dict[str, Any]]  # device, seq, sensor, metric, value, unit, ts, reason
+    dead: list[dict[str, Any]]  # key, value, reason, topic, partition, offset, index
+    state: Tables  # the next version of STATE_SCHEMAS
 
 
 # The kinds of row in a batch's summary (see summarize).
@@ -87,105 +82,130 @@ _DEAD_COLUMNS = {
 }
 
 
-def advance(rows: DataFrame, processed_at: float, state: dict[str, DataFrame], timing: Timing) -> Advance:
+def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing) -> Advance:
     """One micro-batch and the state before it -> closed windows, late readings, dead letters,
     the state after it.
 
     `rows` are parse()'s verdicts (pikit_spark/readings.py), or valid readings alone (device,
-    seq, sensor, metric, value, unit, ts). The batch is read once, by `summarize`, into a
-    frame whose size follows the windows and the devices, not the readings; everything else
-    is computed from that summary. A resend within the batch (the same device and seq twice)
-    is found by the summary's seq blocks; only then are the readings of the devices concerned
-    read a second time, deduplicated reading by reading.
+    seq, sensor, metric, value, unit, ts). The batch is read once, by `summarize`, into rows
+    whose number follows the windows and the devices, not the readings; they are fetched to
+    the driver in the same Spark job, and `fold` computes everything else there. A resend
+    within the batch (the same device and seq twice) is found by the summary's seq blocks;
+    only then are the readings of the devices concerned read a second time, deduplicated
+    reading by reading.
     """
-    w = timing.window_s
-    horizon_end = int((processed_at - timing.horizon_s) // w * w)  # windows ending by then close
-    devices = state["devices"]
-    # Checkpointed, not cached: the joins below meet the devices' table on both sides, and
-    # Spark then re-plans one side, which would no longer match a cache and read the batch again.
+    horizon_end = _horizon_end(processed_at, timing)
+    devices = rows.sparkSession.createDataFrame(state["devices"], DEVICES_SCHEMA)
     summary = once_per_seq(
-        summarize(rows, devices, horizon_end, timing).localCheckpoint(),
+        summarize(rows, devices, horizon_end, timing),
         rows,
         lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False),
         is_block=F.col("kind").isNull(),
     )
-    kind = F.col("kind")
+    return fold(summary, state, processed_at, timing)
 
-    # A window's readings in more than one unit are more than one row of the summary: pooled here.
-    parts = F.collect_list(F.struct("n", "mean", "m2"))
-    pooled = F.aggregate(F.slice(parts, 2, F.size(parts)), parts[0], pool)
-    batch = (
-        summary.where(kind == ON_TIME)
-        .groupBy(*WINDOW_KEY)
-        .agg(
-            pooled.alias("p"),
-            F.min("min").alias("bmin"),
-            F.max("max").alias("bmax"),
-            F.max("unit").alias("bunit"),
-        )
-        .select(
-            *WINDOW_KEY,
-            F.col("p.n").alias("bn"),
-            F.col("p.mean").alias("bmean"),
-            F.col("p.m2").alias("bm2"),
-            "bmin",
-            "bmax",
-            "bunit",
-        )
-    )
-    merged = _merge(state["windows"], batch)
 
-    seen = (
-        summary.where(kind.isin(ON_TIME, LATE))
-        .groupBy("device")
-        .agg(F.max("high_seq").alias("bseq"), F.max("high_ts").alias("bts"))
-    )
-    after = devices.join(seen, "device", "full_outer").select(
-        "device",
-        F.greatest("high_seq", "bseq").alias("high_seq"),
-        F.greatest("high_ts", "bts").alias("high_ts"),
-        F.col("closed_through").alias("old_closed"),
-    )
-    devices_after = after.select(
-        "device",
-        "high_seq",
-        "high_ts",
-        F.greatest(
-            "old_closed", timing.floor(F.col("high_ts") - timing.slack_s), F.lit(horizon_end).cast("long")
-        ).alias("closed_through"),
-    )
+def _horizon_end(processed_at: float, timing: Timing) -> int:
+    """Windows ending by then close, however silent their device."""
+    w = timing.window_s
+    return int((processed_at - timing.horizon_s) // w * w)
 
-    flagged = merged.join(devices_after.select("device", "closed_through"), "device", "left").withColumn(
-        "is_closed", F.coalesce(F.col("window_start") + w <= F.col("closed_through"), F.lit(False))
-    )
-    closed = flagged.where("is_closed").select(
-        "device",
-        "sensor",
-        "metric",
-        "unit",
-        "window_start",
-        (F.col("window_start") + w).alias("window_end"),
-        F.col("n").alias("count"),
-        "min",
-        "max",
-        "mean",
-        F.sqrt(F.greatest(F.col("m2") / F.col("n"), F.lit(0.0))).alias("stddev"),
-        F.to_date(F.from_unixtime("window_start")).alias("date"),
-    )
-    still_open = flagged.where(~F.col("is_closed")).select(*_WINDOWS_COLUMNS)
-    # A late reading is a group of its own: its seq, value and ts are the group's.
-    seq, value, ts = F.col("high_seq").alias("seq"), F.col("min").alias("value"), F.col("high_ts").alias("ts")
-    late = summary.where(kind == LATE).select("device", seq, "sensor", "metric", value, "unit", ts, "reason")
-    dead = summary.where(kind == DEAD).select(
-        "key", F.col("record").alias("value"), "reason", "topic", "partition", "offset", "index"
-    )
-    return Advance(
-        closed=closed,
-        late=late,
-        dead=dead,
-        state={"windows": still_open, "devices": devices_after},
-        shared=(flagged,),
-    )
+
+def fold(summary: list[Row], state: Tables, processed_at: float, timing: Timing) -> Advance:
+    """The batch's summary rows (kinds "window", "late" and "dead") into the state before it."""
+    w = timing.window_s
+    horizon_end = _horizon_end(processed_at, timing)
+    windows = {tuple(row[i] for i in _KEY_AT): _Window.of(row) for row in state["windows"]}
+    batch: dict[tuple[Any, ...], _Window] = {}
+    seen: dict[str, tuple[int, float]] = {}
+    late, dead = [], []
+    for row in summary:
+        if row["kind"] == DEAD:
+            dead.append({"value": row["record"], **{c: row[c] for c in _DEAD_LETTER_COLUMNS}})
+            continue
+        device = row["device"]
+        seq, ts = seen.get(device, (row["high_seq"], row["high_ts"]))
+        seen[device] = (max(seq, row["high_seq"]), max(ts, row["high_ts"]))
+        if row["kind"] == LATE:
+            late.append(
+                {
+                    **{c: row[c] for c in ("device", "sensor", "metric", "unit", "reason")},
+                    **{"seq": row["high_seq"], "value": row["min"], "ts": row["high_ts"]},
+                }
+            )
+            continue
+        # A window's readings in more than one unit are more than one row: pooled here.
+        part = _Window(row["unit"], row["n"], row["mean"], row["m2"], row["min"], row["max"])
+        key = tuple(row[c] for c in WINDOW_KEY)
+        batch[key] = batch[key].pooled(part, unit=max(batch[key].unit, part.unit)) if key in batch else part
+    for key, part in batch.items():
+        windows[key] = windows[key].pooled(part, unit=windows[key].unit) if key in windows else part
+
+    marks = {device: (seq, ts, closed) for device, seq, ts, closed in state["devices"]}
+    for device, (seq, ts) in seen.items():
+        old_seq, old_ts, old_closed = marks.get(device, (seq, ts, None))
+        marks[device] = (max(seq, old_seq), max(ts, old_ts), old_closed)
+    devices = []
+    for device, (seq, ts, old_closed) in sorted(marks.items()):
+        by_clock = math.floor((ts - timing.slack_s) / w) * w
+        closes = max(c for c in (old_closed, by_clock, horizon_end) if c is not None)
+        devices.append((device, seq, ts, closes))
+    closed_through = {device: closed for device, _, _, closed in devices}
+
+    closed, still_open = [], []
+    for key, window in sorted(windows.items(), key=lambda item: (item[0][0], item[0][3], item[0][1:3])):
+        device, sensor, metric, start = key
+        if start + w <= closed_through[device]:
+            closed.append(window.closed(device, sensor, metric, start, w))
+        else:
+            still_open.append(window.state_row(device, sensor, metric, start))
+    return Advance(closed, late, dead, {"windows": still_open, "devices": devices})
+
+
+_WINDOWS_COLUMNS = columns(WINDOWS_SCHEMA)
+_KEY_AT = [_WINDOWS_COLUMNS.index(c) for c in WINDOW_KEY]
+_DEAD_LETTER_COLUMNS = ("key", "reason", "topic", "partition", "offset", "index")
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One window's count/mean/M2/min/max (and unit), pooled exactly (Chan et al.)."""
+
+    unit: str
+    n: int
+    mean: float
+    m2: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, row: TableRow) -> _Window:
+        named = dict(zip(_WINDOWS_COLUMNS, row, strict=True))
+        return cls(named["unit"], named["n"], named["mean"], named["m2"], named["min"], named["max"])
+
+    def pooled(self, other: _Window, unit: str) -> _Window:
+        n, mean, m2 = pool((self.n, self.mean, self.m2), (other.n, other.mean, other.m2))
+        return _Window(unit, int(n), mean, m2, min(self.min, other.min), max(self.max, other.max))
+
+    def state_row(self, device: str, sensor: str, metric: str, start: int) -> TableRow:
+        named = {"device": device, "sensor": sensor, "metric": metric, "window_start": start, **vars(self)}
+        return tuple(named[c] for c in _WINDOWS_COLUMNS)
+
+    def closed(self, device: str, sensor: str, metric: str, start: int, width: int) -> dict[str, Any]:
+        return {
+            "device": device,
+            "sensor": sensor,
+            "metric": metric,
+            "unit": self.unit,
+            "window_start": start,
+            "window_end": start + width,
+            "count": self.n,
+            "min": self.min,
+            "max": self.max,
+            "mean": self.mean,
+            "stddev": math.sqrt(max(self.m2 / self.n, 0.0)),
+            "date": datetime.fromtimestamp(start, UTC).date(),
+        }
 
 
 def summarize(
@@ -269,32 +289,16 @@ def _as_verdicts(rows: DataFrame) -> DataFrame:
     return rows.select(*rows.columns, F.lit(None).cast("string").alias("reason"), *missing)
 
 
-def _merge(windows: DataFrame, batch: DataFrame) -> DataFrame:
-    """Chan et al.'s merge of the open windows with this batch's count/mean/M2/min/max."""
-    both = windows.join(batch, WINDOW_KEY, "full_outer")
-    pooled = pool(moments("n", "mean", "m2"), moments("bn", "bmean", "bm2"))
-    return both.select(
-        "device",
-        "sensor",
-        "metric",
-        F.coalesce("unit", "bunit").alias("unit"),
-        "window_start",
-        pooled["n"].alias("n"),
-        pooled["mean"].alias("mean"),
-        pooled["m2"].alias("m2"),
-        F.least("min", "bmin").alias("min"),
-        F.greatest("max", "bmax").alias("max"),
-    )
-
-
-def late_records(late: DataFrame) -> DataFrame:
-    """Late readings as Kafka records of the reading contract (one reading each), keyed by
-    device, with the reason as a header: replayable by anything that reads the readings."""
-    reading = F.struct("seq", "sensor", "metric", "value", "unit", "ts")
-    value = F.to_json(F.struct(F.lit(1).alias("schema"), "device", F.array(reading).alias("readings")))
-    header = F.struct(F.lit("reason").alias("key"), F.col("reason").cast("binary").alias("value"))
-    return late.select(
-        F.col("device").cast("binary").alias("key"),
-        value.cast("binary").alias("value"),
-        F.array(header).alias("headers"),
-    )
+def late_records(late: list[dict[str, Any]]) -> list[Record]:
+    """Late readings as Kafka records of the reading contract (one reading each, in the
+    agent's own form), keyed by device, with the reason as a header: replayable by anything
+    that reads the readings."""
+    fields = ("device", "seq", "sensor", "metric", "value", "unit", "ts")
+    return [
+        (
+            r["device"].encode(),
+            encode_batch(r["device"], [Reading(*(r[f] for f in fields))]),
+            [("reason", r["reason"].encode())],
+        )
+        for r in late
+    ]

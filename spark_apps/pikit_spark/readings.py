@@ -12,6 +12,7 @@ that both paths accept and reject exactly what the agent's own
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from edge_agent.contract import (
     BAD_DEVICE,
@@ -35,6 +36,8 @@ from edge_agent.contract import (
 )
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from pikit_spark.sink import Record
 
 MAX_CLOCK_SKEW_S = 300
 _DOUBLE_MAX = 1.7976931348623157e308  # between() is false for NaN and both infinities
@@ -348,16 +351,18 @@ def _merge(
     return [(ok, reason) for ok, reason in type_checks if reason in by_reason] + merged
 
 
-def dead_letter_records(dead: DataFrame) -> DataFrame:
-    """Dead letters as Kafka records: the original bytes as the value; why, whence and (for one
-    bad reading of a batch) which reading as headers."""
-
-    def header(name: str, value: Column) -> Column:
-        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
-
-    headers = F.array(
-        header("reason", F.col("reason")),
-        header("source", F.format_string("%s/%d/%d", "topic", "partition", "offset")),
-        header("reading", F.col("index").cast("string")),
-    )
-    return dead.select("key", "value", F.filter(headers, lambda h: h["value"].isNotNull()).alias("headers"))
+def dead_letter_records(dead: list[dict[str, Any]]) -> list[Record]:
+    """Dead letters (Parsed.dead_letters' columns, on the driver) as Kafka records: the
+    original bytes as the value; why, whence and (for one bad reading of a batch) which
+    reading as headers."""
+    records: list[Record] = []
+    for letter in dead:
+        headers = [
+            ("reason", letter["reason"].encode()),
+            ("source", f"{letter['topic']}/{letter['partition']}/{letter['offset']}".encode()),
+        ]
+        if letter["index"] is not None:
+            headers.append(("reading", str(letter["index"]).encode()))
+        key = None if letter["key"] is None else bytes(letter["key"])
+        records.append((key, bytes(letter["value"]), headers))
+    return records

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 _BLOCK_BITS = 6  # blocks of 64 seqs: one bit each in a long
@@ -34,17 +34,20 @@ def block_aggregates() -> list[Column]:
 
 def once_per_seq(
     summary: DataFrame, rows: DataFrame, resummarize: Callable[[DataFrame], DataFrame], is_block: Column
-) -> DataFrame:
-    """The summary (checkpointed) without its seq blocks (`is_block` rows), where every device
-    whose seqs repeat in the batch is summarized again by `resummarize` from its rows
-    deduplicated by (device, seq) (one copy kept: a resend is the same reading)."""
+) -> list[Row]:
+    """The summary's rows, fetched to the driver without its seq blocks (`is_block` rows),
+    where every device whose seqs repeat in the batch is summarized again by `resummarize`
+    from its rows deduplicated by (device, seq) (one copy kept: a resend is the same reading).
+
+    One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
     repeats = is_block & (F.col("n") > F.bit_count("seq_bits"))
-    repeated = [r["device"] for r in summary.where(repeats).select("device").distinct().collect()]
+    fetched = summary.where(~is_block | repeats).withColumn("_repeats", repeats).collect()
+    repeated = sorted({r["device"] for r in fetched if r["_repeats"]})
+    kept = [r for r in fetched if not r["_repeats"] and r["device"] not in repeated]
     if not repeated:
-        return summary.where(~is_block)
+        return kept
     again = resummarize(rows.where(F.col("device").isin(repeated)).dropDuplicates(["device", "seq"]))
-    others = ~F.coalesce(F.col("device").isin(repeated), F.lit(False))
-    return summary.where(~is_block & others).unionByName(again).localCheckpoint()
+    return kept + again.where(~is_block).collect()
 
 
 def above_marks(rows: DataFrame, devices: DataFrame) -> DataFrame:

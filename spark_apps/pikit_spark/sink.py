@@ -29,7 +29,6 @@ window aggregates, alerts, dead letters, late readings.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -40,8 +39,6 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import ProducerFencedError
 from kafka.structs import OffsetAndMetadata
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 LOG = logging.getLogger("pikit.sink")
 
@@ -209,22 +206,3 @@ class TransactionalSink:
             except Exception as exc:
                 LOG.debug("closing the producer: %s", exc)
             self._producer = None
-
-
-def records_by_topic(frames: Mapping[str, DataFrame]) -> dict[str, list[Record]]:
-    """The rows of (key, value[, headers]) frames, one per topic, fetched to the driver in one
-    Spark job: a job per frame (or per partition) costs more than these rows do."""
-    empty_headers = F.array().cast("array<struct<key:string,value:binary>>")
-
-    def tagged(topic: str, frame: DataFrame) -> DataFrame:
-        headers = F.col("headers") if "headers" in frame.columns else empty_headers
-        return frame.select(F.lit(topic).alias("topic"), "key", "value", headers.alias("headers"))
-
-    union = functools.reduce(DataFrame.unionByName, [tagged(t, f) for t, f in frames.items()])
-    out: dict[str, list[Record]] = {topic: [] for topic in frames}
-    for row in union.collect():
-        key = None if row["key"] is None else bytes(row["key"])
-        out[row["topic"]].append(
-            (key, bytes(row["value"]), [(h["key"], bytes(h["value"])) for h in row["headers"]])
-        )
-    return out

@@ -1,44 +1,97 @@
-"""State of our own, versioned per micro-batch on the shared storage: <root>/batch=<id>/<table>/.
+"""State of our own, versioned per micro-batch on the shared storage: <root>/batch=<id>.json.
 
-A batch reads the newest complete version before its id and writes its own. A batch that
-Spark replays after a crash therefore reads the same version its first run read, and
-overwrites what that run may have written: the state never counts a batch twice. The
-anomaly baseline and the per-device windows both keep their state this way.
+A batch reads the newest version before its id and writes its own. A batch that Spark
+replays after a crash therefore reads the same version its first run read, and replaces
+what that run may have written: the state never counts a batch twice.
+
+The state is small (a row per device, per open window, per baseline key), so the driver
+keeps it in memory and writes each version as one JSON file, atomically (written aside,
+synced, renamed): a Spark job per table cost more than the whole file. Versions in the
+layout of earlier releases (<root>/batch=<id>/<table>/, Parquet written by Spark) are
+still read, so that an upgrade keeps its windows and baselines.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+
+TableRow = tuple[Any, ...]
+Tables = dict[str, list[TableRow]]
+
+
+def columns(ddl: str) -> list[str]:
+    return [part.split()[0] for part in ddl.split(", ")]
 
 
 class VersionedTables:
     def __init__(self, spark: SparkSession, root: str, schemas: dict[str, str], keep: int = 3) -> None:
         self.spark, self.root, self.schemas, self.keep = spark, Path(root), schemas, keep
 
-    def _complete(self, version: Path) -> bool:
-        return all((version / name / "_SUCCESS").exists() for name in self.schemas)
+    def _versions(self) -> dict[int, Path]:
+        """Each complete version: a JSON file, or a directory of the older Parquet layout."""
+        found: dict[int, Path] = {}
+        for path in self.root.glob("batch=*") if self.root.exists() else []:
+            name = path.name.removesuffix(".json")
+            if not name.split("=", 1)[1].isdigit():
+                continue  # a file being written, under its temporary name
+            complete = path.is_file() or all((path / table / "_SUCCESS").exists() for table in self.schemas)
+            if complete:
+                found[int(name.split("=", 1)[1])] = path
+        return found
 
     def versions(self) -> list[int]:
-        if not self.root.exists():
-            return []
-        return sorted(int(p.name.split("=", 1)[1]) for p in self.root.glob("batch=*") if self._complete(p))
+        return sorted(self._versions())
 
-    def before(self, batch_id: int) -> dict[str, DataFrame]:
-        older = [v for v in self.versions() if v < batch_id]
+    def before(self, batch_id: int) -> Tables:
+        """The newest version before `batch_id`, as rows in each schema's column order."""
+        older = {v: path for v, path in self._versions().items() if v < batch_id}
         if not older:
-            return {name: self.spark.createDataFrame([], ddl) for name, ddl in self.schemas.items()}
-        version = self.root / f"batch={older[-1]}"
-        return {name: self.spark.read.parquet(str(version / name)) for name in self.schemas}
+            return {name: [] for name in self.schemas}
+        path = older[max(older)]
+        if path.is_file():
+            stored = json.loads(path.read_text())
+            return {name: [tuple(row) for row in stored[name]] for name in self.schemas}
+        tables = {name: self.spark.read.parquet(str(path / name)) for name in self.schemas}
+        return {
+            name: [tuple(r) for r in tables[name].select(*columns(ddl)).collect()]
+            for name, ddl in self.schemas.items()
+        }
 
-    def write(self, batch_id: int, tables: dict[str, DataFrame]) -> None:
-        for name in self.schemas:
-            tables[name].coalesce(1).write.mode("overwrite").parquet(
-                str(self.root / f"batch={batch_id}" / name)
-            )
-        for old in [v for v in self.versions() if v < batch_id][: -self.keep]:
-            directory = self.root / f"batch={old}"
-            for path in sorted(directory.rglob("*"), reverse=True):
-                path.unlink() if path.is_file() else path.rmdir()
-            directory.rmdir()
+    def frame(self, name: str, rows: list[TableRow]) -> DataFrame:
+        return self.spark.createDataFrame(rows, self.schemas[name])
+
+    def write(self, batch_id: int, tables: Tables) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        target = self.root / f"batch={batch_id}.json"
+        aside = self.root / f".batch={batch_id}.json.tmp"
+        with aside.open("w") as out:
+            json.dump({name: tables[name] for name in self.schemas}, out, separators=(",", ":"))
+            out.flush()
+            os.fsync(out.fileno())
+        aside.replace(target)
+        _sync_directory(self.root)
+        versions = self._versions()
+        for old in [v for v in sorted(versions) if v < batch_id][: -self.keep]:
+            _remove(versions[old])
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    if path.is_file():
+        path.unlink()
+        return
+    for item in sorted(path.rglob("*"), reverse=True):
+        item.unlink() if item.is_file() else item.rmdir()
+    path.rmdir()

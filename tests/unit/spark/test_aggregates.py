@@ -4,41 +4,41 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pikit_spark.aggregates import as_kafka_records, write_parquet
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance
 from pikit_spark.readings import parse
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from tests.unit.spark.records import T0, batch, reading
 
 KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long"
 
 
-def _closed(spark: SparkSession, readings: list[dict[str, float]]) -> DataFrame:
+def _closed(spark: SparkSession, readings: list[dict[str, float]]) -> list[dict[str, Any]]:
     """The windows these readings of edge-9 close, the device's clock then far past them."""
     closer = reading(99, T0 + 600, value=0.0)
     rows = [(b"k", batch("edge-9", [*readings, closer]), "t", 0, 0)]
-    state = {name: spark.createDataFrame([], ddl) for name, ddl in STATE_SCHEMAS.items()}
     parsed = parse(spark.createDataFrame(rows, KAFKA_SCHEMA), max_clock_skew_s=10**9)
-    return advance(parsed.readings, T0 + 600, state, Timing()).closed
+    return advance(parsed.readings, T0 + 600, {name: [] for name in STATE_SCHEMAS}, Timing()).closed
 
 
 def test_a_replayed_batch_replaces_its_own_parquet_files(spark: SparkSession, tmp_path: Path) -> None:
     stats = _closed(spark, [reading(1, T0, value=2.0), reading(2, T0 + 61, value=4.0)])
     out = str(tmp_path / "out")
-    write_parquet(stats, out, 7)
-    write_parquet(stats, out, 8)
-    write_parquet(stats, out, 7)  # the driver died after writing batch 7; it runs again
+    write_parquet(spark, stats, out, 7)
+    write_parquet(spark, stats, out, 8)
+    write_parquet(spark, stats, out, 7)  # the driver died after writing batch 7; it runs again
     got = spark.read.parquet(out).groupBy("batch").count().orderBy("batch").collect()
     assert [(r["batch"], r["count"]) for r in got] == [(7, 2), (8, 2)]
 
 
 def test_aggregate_records_are_keyed_by_device(spark: SparkSession) -> None:
     stats = _closed(spark, [reading(1, T0, value=2.0), reading(2, T0 + 1, value=4.0)])
-    (record,) = as_kafka_records(stats).collect()
-    assert bytes(record["key"]) == b"edge-9"
-    body = json.loads(bytes(record["value"]))
+    ((key, value, headers),) = as_kafka_records(stats)
+    assert (key, headers) == (b"edge-9", [])
+    body = json.loads(value)
     assert body == {
         "schema": 1,
         "device": "edge-9",

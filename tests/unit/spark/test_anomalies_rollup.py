@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, alerts, judge, updated_baseline
+from pikit_spark.anomalies import STATE_SCHEMAS, BaselineStore, Rules, Threshold, alerts, judge
 from pikit_spark.rollup import daily
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from tests.unit.spark.records import T0
 
@@ -37,11 +38,10 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     first = [20.0 + (i % 5) * 0.1 for i in range(40)]
     second = [20.0 + (i % 3) * 0.2 for i in range(25)]
 
-    def run(batch_id: int, frame: DataFrame) -> list[Row]:
+    def run(batch_id: int, frame: DataFrame) -> list[dict[str, Any]]:
         judged = judge(frame, store.before(batch_id), rules)
-        found = judged.alerts.collect()
-        store.write(batch_id, judged.baseline, judged.devices)
-        return found
+        store.write(batch_id, judged.state)
+        return judged.alerts
 
     for batch_id, values in enumerate([first, second]):
         assert run(batch_id, _readings(spark, values, start_seq=batch_id * 100)) == []
@@ -50,11 +50,11 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     # An agent resent batch 0's readings after a crash: below the seq mark, not counted again.
     run(2, _readings(spark, first, 0))
 
-    (row,) = store.before(3)["baseline"].collect()
+    ((*_, n, mean, m2),) = store.before(3)["baseline"]
     everything = first + second
-    assert row["n"] == len(everything)
-    assert math.isclose(row["mean"], statistics.fmean(everything), rel_tol=1e-12)
-    assert math.isclose(row["m2"] / row["n"], statistics.pvariance(everything), rel_tol=1e-9)
+    assert n == len(everything)
+    assert math.isclose(mean, statistics.fmean(everything), rel_tol=1e-12)
+    assert math.isclose(m2 / n, statistics.pvariance(everything), rel_tol=1e-9)
 
     suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
     # seq 502 comes twice in the batch (a resend within it): one alert, counted once.
@@ -64,16 +64,16 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     assert "standard deviations" in reasons[501]
     assert reasons[502] == "above 30"
     by_seq = sorted(found, key=lambda r: r["seq"])
-    assert by_seq == alerts(suspicious, store.before(3)["baseline"], rules).orderBy("seq").collect()
-    (row,) = store.before(4)["baseline"].collect()
-    assert row["n"] == len(everything) + 3
+    baseline = store.frame("baseline", store.before(3)["baseline"])
+    assert by_seq == [r.asDict() for r in alerts(suspicious, baseline, rules).orderBy("seq").collect()]
+    ((*_, n, _, _),) = store.before(4)["baseline"]
+    assert n == len(everything) + 3
 
 
 def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
     rules = Rules((), k=3.0, min_samples=10)
-    empty = spark.createDataFrame([], BaselineStore.SCHEMA)
-    baseline = updated_baseline(empty, _readings(spark, [1.0, 2.0, 3.0]), rules)
-    assert alerts(_readings(spark, [1000.0], 50), baseline, rules).count() == 0
+    young = judge(_readings(spark, [1.0, 2.0, 3.0]), {name: [] for name in STATE_SCHEMAS}, rules).state
+    assert young["baseline"] and not judge(_readings(spark, [1000.0], 50), young, rules).alerts
 
 
 def test_daily_rollup_pools_windows_exactly(spark: SparkSession) -> None:

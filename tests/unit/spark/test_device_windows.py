@@ -20,9 +20,10 @@ from pikit_spark.device_windows import (
     summarize,
 )
 from pikit_spark.readings import parse
+from pikit_spark.state import Tables
 from pikit_testkit.pipeline_model import Timing as ModelTiming
 from pikit_testkit.pipeline_model import compare, outcome
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from tests.unit.spark.records import T0, batch, reading
 
@@ -35,7 +36,7 @@ class Stream:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self.state = {name: spark.createDataFrame([], ddl) for name, ddl in STATE_SCHEMAS.items()}
+        self.state: Tables = {name: [] for name in STATE_SCHEMAS}
         self.closed: list[dict[str, Any]] = []
         self.late: list[dict[str, Any]] = []
         self.sent: list[tuple[Any, ...]] = []
@@ -43,14 +44,10 @@ class Stream:
     def batch(self, rows: list[tuple[Any, ...]], processed_at: float) -> list[dict[str, Any]]:
         self.sent += rows
         step = advance(self.spark.createDataFrame(rows, READING), processed_at, self.state, TIMING)
-        closed = [r.asDict() for r in step.closed.collect()]
-        self.closed += closed
-        self.late += [r.asDict() for r in step.late.collect()]
-        self.state = {
-            name: self.spark.createDataFrame(frame.collect(), STATE_SCHEMAS[name])
-            for name, frame in step.state.items()
-        }
-        return closed
+        self.closed += step.closed
+        self.late += step.late
+        self.state = step.state
+        return step.closed
 
 
 def readings(device: str, seqs: range, start: float, value: float = 1.0) -> list[tuple[Any, ...]]:
@@ -200,15 +197,14 @@ def test_the_batch_gives_the_dead_letters_of_its_one_parse(spark: SparkSession) 
     bad_reading = batch("edge-9", [reading(3, T0 + 2), {**reading(4, T0 + 3), "seq": -1}])
     records = [(b"k", value, "t", 0, offset) for offset, value in enumerate([good, b"not json", bad_reading])]
     parsed = parse(spark.createDataFrame(records, KAFKA_SCHEMA), max_clock_skew_s=10**9)
-    state = {name: spark.createDataFrame([], ddl) for name, ddl in STATE_SCHEMAS.items()}
-    step = advance(parsed.verdicts, T0 + 600, state, TIMING)
+    step = advance(parsed.verdicts, T0 + 600, {name: [] for name in STATE_SCHEMAS}, TIMING)
 
-    def letters(frame: DataFrame) -> list[tuple[Any, ...]]:
-        return sorted((r["reason"], r["offset"], r["index"], bytes(r["value"])) for r in frame.collect())
+    def letters(rows: list[Any]) -> list[tuple[Any, ...]]:
+        return sorted((r["reason"], r["offset"], r["index"], bytes(r["value"])) for r in rows)
 
-    assert letters(step.dead) == letters(parsed.dead_letters)
-    assert [r["offset"] for r in step.dead.collect()] != [], "the malformed record and reading are there"
-    (window,) = step.closed.collect()
+    assert letters(step.dead) == letters(parsed.dead_letters.collect())
+    assert [r["offset"] for r in step.dead] != [], "the malformed record and reading are there"
+    (window,) = step.closed
     assert window["count"] == 3, "seq 1, 2 and the good reading (seq 3) beside the bad one"
     assert (window["min"], window["max"]) == (2.0, 20.0)
 

@@ -130,10 +130,8 @@ def test_parser_agrees_with_the_contract_reason_for_reason(spark: SparkSession) 
 def test_dead_letters_keep_the_original_bytes_and_say_why(spark: SparkSession) -> None:
     bad_reading = {**reading(3, T0), "value": "hot"}
     values = [b"not json at all", batch("edge-1", [reading(2, T0), bad_reading])]
-    records = dead_letter_records(parse(_frame(spark, values)).dead_letters).collect()
-    by_value = {
-        bytes(r["value"]): {h["key"]: bytes(h["value"]).decode() for h in r["headers"]} for r in records
-    }
+    dead = [r.asDict() for r in parse(_frame(spark, values)).dead_letters.collect()]
+    by_value = {value: {k: v.decode() for k, v in headers} for _, value, headers in dead_letter_records(dead)}
     assert by_value[b"not json at all"]["source"] == "sensor-readings/0/0"
     assert by_value[b"not json at all"]["reason"] == NOT_JSON
     assert "reading" not in by_value[b"not json at all"]
