@@ -13,11 +13,13 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The reading contract and the failpoints are the agent's own modules, shipped as they are.
+# The reading contract, the failpoints and the durable file operations are the agent's own
+# modules, shipped as they are.
 SOURCES = [
     (HERE / "pikit_spark", "pikit_spark"),
     (HERE.parent / "edge_agent/edge_agent/__init__.py", "edge_agent/__init__.py"),
     (HERE.parent / "edge_agent/edge_agent/contract.py", "edge_agent/contract.py"),
+    (HERE.parent / "edge_agent/edge_agent/disk.py", "edge_agent/disk.py"),
     (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),
 ]
 

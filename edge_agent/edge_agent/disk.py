@@ -56,7 +56,7 @@ class Disk:
             os.close(fd)
 
     def sync_file(self, path: Path) -> None:
-        _fsync_path(path)
+        fsync_path(path)
 
     def replace(self, source: Path, target: Path) -> None:
         source.replace(target)
@@ -65,10 +65,10 @@ class Disk:
         path.unlink(missing_ok=True)
 
     def fsync_dir(self, directory: Path) -> None:
-        _fsync_path(directory)
+        fsync_path(directory)
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     """fsync a file or a directory by name (a directory's fsync makes its entries durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from edge_agent.disk import fsync_path
 from pyspark.sql import DataFrame, SparkSession
 
 TableRow = tuple[Any, ...]
@@ -74,18 +75,10 @@ class VersionedTables:
             out.flush()
             os.fsync(out.fileno())
         aside.replace(target)
-        _sync_directory(self.root)
+        fsync_path(self.root)
         versions = self._versions()
         for old in [v for v in sorted(versions) if v < batch_id][: -self.keep]:
             _remove(versions[old])
-
-
-def _sync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove(path: Path) -> None:
