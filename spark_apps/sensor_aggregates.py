@@ -14,6 +14,8 @@ written once whatever restarts happen (pikit_spark/sink.py).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
 from pikit_spark.aggregates import as_kafka_records, write_parquet
 from pikit_spark.app import StreamingApp
@@ -57,20 +59,22 @@ def main(argv: list[str] | None = None) -> None:
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
     state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS)
-    # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike.
-    records = app.readings().withColumn("processed_at", F.current_timestamp())
+    # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
+    # parse is a stateless part of the stream, planned once, not once per micro-batch.
+    parsed = parse(
+        app.readings().withColumn("processed_at", F.current_timestamp()), args.max_clock_skew_seconds
+    )
 
-    def process(batch: DataFrame, batch_id: int) -> None:
+    def process(verdicts: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
         steps = Steps()
         # One read of the batch into its summary, fetched to the driver: every output and the
         # next state are computed from it there, without another Spark job.
-        verdicts = parse(batch, args.max_clock_skew_seconds).verdicts
         processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
         step = advance(verdicts, processed_at, state.before(batch_id), timing)
         steps.done("read and summarized")
-        # State and Parquet first: a crash before the Kafka commit replays the batch, which
-        # reads the same state version and replaces what this run wrote.
+        # The state first: a crash before the Kafka commit replays the batch, which reads the
+        # same state version and replaces what this run wrote.
         state.write(batch_id, step.state)
         steps.done("state")
         outputs = {
@@ -78,13 +82,21 @@ def main(argv: list[str] | None = None) -> None:
             args.late_topic: late_records(step.late),
             args.dead_letter_topic: dead_letter_records(step.dead),
         }
-        if step.closed:
-            write_parquet(app.spark, step.closed, parquet, batch_id)
-            steps.done("parquet")
-        if any(outputs.values()):
-            sink.write(batch_id, outputs)
-            steps.done("kafka")
-            crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
+        # The Parquet copy and the Kafka transaction run side by side: a crash before this
+        # function returns replays the batch, which writes both again (each replaces its own).
+        with ThreadPoolExecutor(1) as background:
+            copied = (
+                background.submit(write_parquet, app.spark, step.closed, parquet, batch_id)
+                if step.closed
+                else None
+            )
+            if any(outputs.values()):
+                sink.write(batch_id, outputs)
+                steps.done("kafka")
+                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
+            if copied:
+                copied.result()
+                steps.done("parquet")
         LOG.info(
             "batch %d: %s; %s",
             batch_id,
@@ -95,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     outputs_said = f"{args.aggregates_topic}, {parquet}, {late_dead}"
     timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
-    app.run(records, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
+    app.run(parsed.verdicts, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
 
 
 if __name__ == "__main__":

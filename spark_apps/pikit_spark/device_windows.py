@@ -96,10 +96,11 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
     """
     horizon_end = _horizon_end(processed_at, timing)
     devices = rows.sparkSession.createDataFrame(state["devices"], DEVICES_SCHEMA)
+    none_known = not state["devices"]
     summary = once_per_seq(
-        summarize(rows, devices, horizon_end, timing),
+        summarize(rows, devices, horizon_end, timing, none_known=none_known),
         rows,
-        lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False),
+        lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False, none_known=none_known),
         is_block=F.col("kind").isNull(),
     )
     return fold(summary, state, processed_at, timing)
@@ -209,7 +210,13 @@ class _Window:
 
 
 def summarize(
-    verdicts: DataFrame, devices: DataFrame, horizon_end: int, timing: Timing, *, seq_blocks: bool = True
+    verdicts: DataFrame,
+    devices: DataFrame,
+    horizon_end: int,
+    timing: Timing,
+    *,
+    seq_blocks: bool = True,
+    none_known: bool = False,
 ) -> DataFrame:
     """One pass over a batch's verdicts (or valid readings alone) -> a small frame, one row per:
 
@@ -225,7 +232,9 @@ def summarize(
     Spark's partial aggregation folds the readings into these rows where they are read.
     """
     marks = devices.select("device", "high_seq", F.col("closed_through").alias("was_closed"))
-    rows = above_marks(_as_verdicts(verdicts), marks)  # a dead letter has no device: kept
+    rows = above_marks(
+        _as_verdicts(verdicts), marks, none_known=none_known
+    )  # a dead letter has no device: kept
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))

@@ -50,15 +50,14 @@ def once_per_seq(
     return kept + again.where(~is_block).collect()
 
 
-def above_marks(rows: DataFrame, devices: DataFrame) -> DataFrame:
+def above_marks(rows: DataFrame, devices: DataFrame, *, none_known: bool = False) -> DataFrame:
     """The rows above their device's `high_seq` (all of a device not seen before), beside the
-    devices' other columns; the devices' table is small and broadcast."""
+    devices' other columns; the devices' table is small and broadcast. With `none_known` (a
+    fresh checkpoint) every row is above and nothing is joined: no broadcast job runs."""
+    if none_known:
+        nulls = [
+            F.lit(None).cast(f.dataType).alias(f.name) for f in devices.schema.fields if f.name != "device"
+        ]
+        return rows.select("*", *nulls)
     joined = rows.join(F.broadcast(devices), "device", "left")
     return joined.where(F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq")))
-
-
-def seq_marks(devices: DataFrame, seen: DataFrame) -> DataFrame:
-    """Each device's highest `seq` after this batch, from `seen` (device, bseq)."""
-    return devices.join(seen, "device", "full_outer").select(
-        "device", F.greatest("high_seq", "bseq").alias("high_seq")
-    )
