@@ -11,7 +11,9 @@ Needs the demo's lab, converged (`make demo`). The bench:
    - sensor_aggregates on a fresh checkpoint, writing to the bench topics;
    - bench/spark_count.py, which reads the same records the same way and only counts
      them: the ceiling;
-   in alternating order;
+   - bench/spark_count.py --peer, which folds them into plain per-minute windows with
+     `from_json` and no validation, state or output: what any parser pays;
+   in rotating order;
 4. restarts what it stopped and deletes its topics and ACLs.
 
 Each run is timed the same way, from the first batch's plan (`offsets/0` in its
@@ -66,6 +68,8 @@ OUTPUTS = {
 }
 PER_RECORD = 100
 APP_UNIT = "spark-app-sensor-aggregates"
+CEILING = "count only (ceiling)"
+CONTENDERS = {"sensor_aggregates": "agg", CEILING: "count", "plain peer: from_json + windows": "peer"}
 STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
@@ -123,13 +127,14 @@ class SubmitLine:
             "--adopt-new-checkpoint",
         ]
 
-    def count(self, run: str) -> list[str]:
+    def count(self, run: str, *extra: str) -> list[str]:
         return [
             *self.spark,
             f"{self.work}/spark_count.py",
             "--kafka-properties",
             self.properties,
             *self.common(run),
+            *extra,
         ]
 
     def common(self, run: str) -> list[str]:
@@ -248,7 +253,7 @@ def main() -> None:
     admin = KafkaAdminClient(**client)
     partitions = len(admin.describe_topics(["sensor-readings"])[0]["partitions"])
     principal = "spark"  # kafka_spark_principal's default, which the lab keeps
-    results: dict[str, list[tuple[float, float]]] = {"sensor_aggregates": [], "count only (ceiling)": []}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in CONTENDERS}
     with bench_topics(admin, partitions, principal):
         records = fill(client, args.readings, args.devices)
         readings = args.readings // args.devices * args.devices
@@ -267,10 +272,14 @@ def main() -> None:
         )
         with quiet_lab(g):
             for r in range(args.rounds):
-                order = ["sensor_aggregates", "count only (ceiling)"]
-                for name in order if r % 2 == 0 else order[::-1]:
-                    run = f"r{r}-{'agg' if name == 'sensor_aggregates' else 'count'}-{int(time.time())}"
-                    cmd = submit.aggregates(run) if name == "sensor_aggregates" else submit.count(run)
+                order = list(CONTENDERS)
+                for name in order[r % len(order) :] + order[: r % len(order)]:
+                    run = f"r{r}-{CONTENDERS[name]}-{int(time.time())}"
+                    cmd = {
+                        "agg": submit.aggregates(run),
+                        "count": submit.count(run),
+                        "peer": submit.count(run, "--peer"),
+                    }[CONTENDERS[name]]
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
                         events = {
@@ -315,7 +324,7 @@ def report(
         "| vs ceiling |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    ceiling = statistics.median(readings / s for s, _ in results["count only (ceiling)"])
+    ceiling = statistics.median(readings / s for s, _ in results[CEILING])
     for name, runs in results.items():
         rates = [readings / s for s, _ in runs]
         median = statistics.median(rates)

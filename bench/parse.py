@@ -37,14 +37,11 @@ from pyspark.sql import functions as F
 
 from bench.history import module_at
 from bench.rounds import alternate, print_table
+from bench.spark_count import peer_windows, windows
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 PER_RECORD = 100
 T0 = 1_795_000_000
-PEER_SCHEMA = (
-    "schema long, device string, readings array<struct<seq: long, sensor: string, metric: string,"
-    " value: double, unit: string, ts: double>>"
-)
 
 
 def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
@@ -71,16 +68,8 @@ def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
     return out
 
 
-def windows(readings: DataFrame) -> DataFrame:
-    return readings.groupBy(
-        "device", "sensor", "metric", (F.floor(F.col("ts") / 60) * 60).alias("window_start")
-    ).agg(F.count(F.lit(1)).alias("n"), F.avg("value"), F.var_pop("value"), F.min("value"), F.max("value"))
-
-
 def peer(frame: DataFrame) -> None:
-    env = frame.select(F.from_json(F.col("value").cast("string"), PEER_SCHEMA).alias("e"))
-    readings = env.select("e.device", F.explode("e.readings").alias("r")).select("device", "r.*")
-    windows(readings).write.format("noop").mode("overwrite").save()
+    peer_windows(frame).write.format("noop").mode("overwrite").save()
 
 
 def readings_only(module: object) -> Callable[[DataFrame], None]:
