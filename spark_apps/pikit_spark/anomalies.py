@@ -1,10 +1,10 @@
 """Alerts for readings outside fixed thresholds or far from their rolling baseline.
 
 The baseline is Welford's running count/mean/M2 per device x sensor x metric, its count
-capped at `baseline_n` so that old readings fade out (a rolling baseline). It lives in
-Parquet on the shared storage, one version per micro-batch: a batch replayed after a
-crash reads the version before it and writes its own again, so the baseline never
-counts a reading twice. Readings are judged against the baseline as it was when their
+capped at `baseline_n` so that old readings fade out (a rolling baseline). It lives on
+the shared storage, one version per micro-batch (pikit_spark/state.py): a batch replayed
+after a crash reads the version before it and writes its own again, so the baseline
+never counts a reading twice. Readings are judged against the baseline as it was when their
 micro-batch started.
 """
 
