@@ -54,6 +54,7 @@ from kafka.admin import (
 )
 
 from bench import eventlog
+from edge_agent import signing
 from pikit import REPO
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
@@ -125,6 +126,8 @@ class SubmitLine:
             f"{self.work}/{run}/output",
             # A fresh checkpoint each round against the same marker topic, on purpose.
             "--adopt-new-checkpoint",
+            "--device-keys",
+            f"{self.work}/device-keys.json",
         ]
 
     def count(self, run: str, *extra: str) -> list[str]:
@@ -152,8 +155,10 @@ class SubmitLine:
         ]
 
 
-def fill(client: dict[str, Any], readings: int, devices: int) -> int:
-    """The backlog: each device one reading a second until now; returns the records written."""
+def fill(client: dict[str, Any], readings: int, keys: dict[str, bytes]) -> int:
+    """The backlog: each device one reading a second until now, signed as the agents sign;
+    returns the records written."""
+    devices = len(keys)
     producer = KafkaProducer(
         **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
@@ -167,7 +172,9 @@ def fill(client: dict[str, Any], readings: int, devices: int) -> int:
                 Reading(device, i, "bench", "value", 20.0 + (i * 7 + d) % 50 / 10, "C", now - per_device + i)
                 for i in range(start, min(start + PER_RECORD, per_device))
             ]
-            producer.send(READINGS, key=device.encode(), value=encode_batch(device, batch))
+            value = encode_batch(device, batch)
+            headers = signing.headers(device, keys[device], value)
+            producer.send(READINGS, key=device.encode(), value=value, headers=headers)
             records += 1
     producer.flush()
     producer.close()
@@ -255,7 +262,9 @@ def main() -> None:
     principal = "spark"  # kafka_spark_principal's default, which the lab keeps
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in CONTENDERS}
     with bench_topics(admin, partitions, principal):
-        records = fill(client, args.readings, args.devices)
+        secret = signing.read_site_secret(str(lab_home() / "state" / spec.name / "device-signing-secret"))
+        keys = {f"bench-{d}": signing.device_key(secret, f"bench-{d}") for d in range(args.devices)}
+        records = fill(client, args.readings, keys)
         readings = args.readings // args.devices * args.devices
         print(
             f"filled {READINGS}: {records:,} records, {readings:,} readings, {partitions} partitions",
@@ -269,6 +278,15 @@ def main() -> None:
             f"cat > {submit.work}/spark_count.py",
             user=submit.user,
             stdin=(REPO / "bench/spark_count.py").read_bytes(),
+        )
+        # The app checks the bench devices' signatures as it checks the site's: its own registry.
+        sh(
+            master,
+            "sh",
+            "-c",
+            f"cat > {submit.work}/device-keys.json",
+            user=submit.user,
+            stdin=json.dumps({device: key.hex() for device, key in keys.items()}).encode(),
         )
         with quiet_lab(g):
             for r in range(args.rounds):

@@ -31,6 +31,7 @@ from typing import Any
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from edge_agent import signing
 from pikit import REPO
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
@@ -126,12 +127,22 @@ def lag_growth(samples: list[tuple[float, int]], skip: float) -> float:
 
 
 def produce(
-    client: dict[str, Any], rate: int, seconds: float, taken: dict[tuple[str, int], list[float]]
+    client: dict[str, Any],
+    keys: dict[str, bytes],
+    rate: int,
+    seconds: float,
+    taken: dict[tuple[str, int], list[float]],
 ) -> tuple[int, int]:
     """Readings sent at `rate` for `seconds`, and the records that were not JSON among them."""
     producer = KafkaProducer(
         **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
+
+    def send(device: str, value: bytes) -> None:
+        producer.send(
+            TOPIC, key=device.encode(), value=value, headers=signing.headers(device, keys[device], value)
+        )
+
     seqs = dict.fromkeys(DEVICES, int(time.time() * 1000))
     rng = random.Random(1)
     sent, dead, started = 0, 0, time.monotonic()
@@ -140,14 +151,14 @@ def produce(
         for _ in range(max(0, due) // PER_RECORD):
             device = rng.choice(DEVICES)
             if rng.randrange(DEAD_EVERY) == 0:
-                producer.send(TOPIC, key=device.encode(), value=NOT_JSON + f"{rate} {dead}".encode())
+                send(device, NOT_JSON + f"{rate} {dead}".encode())
                 dead += 1
             now = time.time()
             readings = []
             for _ in range(PER_RECORD):
                 seqs[device] += 1
                 readings.append(Reading(device, seqs[device], "bench", "value", rng.gauss(20, 2), "C", now))
-            producer.send(TOPIC, key=device.encode(), value=encode_batch(device, readings))
+            send(device, encode_batch(device, readings))
             taken[(device, int(now // 60 * 60))].extend([now] * PER_RECORD)
             sent += PER_RECORD
         time.sleep(0.01)
@@ -169,6 +180,9 @@ def main() -> None:
     pki: Path = lab_home() / "state" / spec.name / "pki"
     brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
     client = mtls_client(brokers, pki)
+    # The lab registers these devices (pikit_device_signing_extra): they sign as agents do.
+    secret = signing.read_site_secret(str(pki.parent / "device-signing-secret"))
+    keys = {device: signing.device_key(secret, device) for device in DEVICES}
     watch = Watch(client)
     watch.start()
     lags = {name: SparkLag(client, spec.name, checkpoint) for name, checkpoint in QUERIES.items()}
@@ -183,7 +197,7 @@ def main() -> None:
         ]
         for sampler in samplers:
             sampler.start()
-        sent, dead = produce(client, rate, args.seconds, taken)
+        sent, dead = produce(client, keys, rate, args.seconds, taken)
         done.set()
         for sampler in samplers:
             sampler.join()

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     store = BaselineStore(app.spark, f"{app.checkpoints}/baseline")
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
-    readings = parse(app.readings(), args.max_clock_skew_seconds).readings
+    readings = parse(app.readings(), args.max_clock_skew_seconds, app.keys).readings
 
     def judge_batch(batch: Any, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")

@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
     # parse is a stateless part of the stream, planned once, not once per micro-batch.
     parsed = parse(
-        app.readings().withColumn("processed_at", F.current_timestamp()), args.max_clock_skew_seconds
+        app.readings().withColumn("processed_at", F.current_timestamp()),
+        args.max_clock_skew_seconds,
+        app.keys,
     )
 
     def process(verdicts: DataFrame, batch_id: int) -> None:

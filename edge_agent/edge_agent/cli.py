@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edge_agent.config import Config, ConfigError, load
+from edge_agent.signing import read_key
 
 DEFAULT_CONFIG = Path("/etc/edge-agent/config.toml")
 
@@ -70,6 +71,11 @@ def check_certificates(config: Config) -> list[str]:
         problems.append(f"kafka.cert_file: expired on {not_after:%Y-%m-%d}")
     elif not_after < now + dt.timedelta(days=30):
         problems.append(f"kafka.cert_file: expires on {not_after:%Y-%m-%d} (within 30 days)")
+    if kafka.signing_key_file:
+        try:
+            read_key(kafka.signing_key_file)
+        except (OSError, ValueError) as exc:
+            problems.append(f"kafka.signing_key_file: cannot read ({exc})")
     cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
     if not cn or cn[0].value != config.device_id:
         problems.append(

@@ -8,6 +8,7 @@ bootstrap_servers = ["10.0.0.11:9092"]
 topic = "sensor-readings"
 ca_file = "/etc/edge-agent/tls/ca.crt"
 cert_file = "/etc/edge-agent/tls/edge-agent.pem"   # private key + certificate (PEM)
+signing_key_file = "/etc/edge-agent/tls/signing.key" # this device's record key, hex (signing.py)
 compression = "auto"                  # auto (zstd, lz4, else gzip) | none | gzip | lz4 | zstd
 readings_per_record = 100
 linger_ms = 50
@@ -52,6 +53,7 @@ class KafkaConfig:
     topic: str = "sensor-readings"
     ca_file: str = ""
     cert_file: str = ""
+    signing_key_file: str = ""
     compression: str = "auto"
     readings_per_record: int = 100
     linger_ms: int = 50
@@ -133,6 +135,7 @@ def parse(doc: dict[str, Any]) -> Config:
         topic=_take(k, "topic", "kafka.", str, "sensor-readings"),
         ca_file=_take(k, "ca_file", "kafka.", str, ""),
         cert_file=_take(k, "cert_file", "kafka.", str, ""),
+        signing_key_file=_take(k, "signing_key_file", "kafka.", str, ""),
         compression=_take(k, "compression", "kafka.", str, "auto"),
         readings_per_record=_take(k, "readings_per_record", "kafka.", int, 100),
         linger_ms=_take(k, "linger_ms", "kafka.", int, 50),

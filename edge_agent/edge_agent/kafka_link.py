@@ -1,7 +1,8 @@
 """The Kafka side of sending: the producer, one round as records of the contract, its acknowledgements.
 
 Readings go out in batches of `readings_per_record` per Kafka record (the contract's
-envelope), keyed by the device id, with acks=all and the idempotent producer. While a
+envelope), keyed by the device id and signed with the device's key (edge_agent/signing.py),
+with acks=all and the idempotent producer. While a
 broker is away the producer keeps retrying what is in flight itself: nothing is resent,
 so nothing is duplicated. A broker's return is noticed within MAX_BACKOFF_S.
 """
@@ -18,6 +19,7 @@ from kafka.errors import KafkaTimeoutError
 from edge_agent.config import Config
 from edge_agent.contract import envelope
 from edge_agent.sender import MAX_BACKOFF_S
+from edge_agent.signing import headers, read_key
 from edge_agent.spool import Record
 
 log = logging.getLogger("edge_agent.sender")
@@ -76,6 +78,9 @@ class KafkaLink:
         self.config = config
         self.producer_factory = producer_factory
         self.producer: Any = None
+        # Read at start: a missing or broken key file stops the agent before it samples.
+        key_file = config.kafka.signing_key_file
+        self.signing_key = read_key(key_file) if key_file else None
 
     def submit(self, records: list[Record]) -> list[Any]:
         if self.producer is None:
@@ -83,10 +88,12 @@ class KafkaLink:
             log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
         device, topic = self.config.device_id, self.config.kafka.topic
         size = self.config.kafka.readings_per_record
-        return [
-            self.producer.send(topic, key=device.encode(), value=envelope(device, records[i : i + size]))
-            for i in range(0, len(records), size)
-        ]
+        futures = []
+        for i in range(0, len(records), size):
+            value = envelope(device, records[i : i + size])
+            signed = headers(device, self.signing_key, value) if self.signing_key else None
+            futures.append(self.producer.send(topic, key=device.encode(), value=value, headers=signed))
+        return futures
 
     def acknowledged(self, futures: list[Any], give_up: Callable[[], bool]) -> bool:
         for future in futures:

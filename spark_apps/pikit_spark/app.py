@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pikit_spark.common import (
     LOG,
     BatchFunction,
+    device_keys,
     kafka_options,
     kafka_python_client,
     read_topic,
@@ -30,6 +31,7 @@ class StreamingApp:
     spark: SparkSession
     sink: TransactionalSink  # every output topic, written once per micro-batch
     checkpoints: str
+    keys: dict[str, bytes] | None  # the devices' signing keys; None: signatures not checked
 
     @classmethod
     def start(cls, name: str, args: argparse.Namespace, topics: list[str]) -> StreamingApp:
@@ -38,7 +40,8 @@ class StreamingApp:
         log_progress(spark)
         client = kafka_python_client(args.kafka_properties)
         sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
-        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"))
+        keys = device_keys(args.device_keys)
+        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys)
 
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -58,7 +59,23 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         default=300,
         help="a reading stamped further ahead of the processing time is a dead letter",
     )
+    parser.add_argument(
+        "--device-keys",
+        default="",
+        help="JSON {device: key in hex} (the spark role writes it): a record counts only when signed "
+        "by the device it claims (edge_agent/signing.py); without it no record is checked",
+    )
     return parser
+
+
+def device_keys(path: str) -> dict[str, bytes] | None:
+    """The signing keys of the site's devices, or None when the app checks no signatures."""
+    if not path:
+        LOG.warning("no --device-keys: records are not checked against the device that sent them")
+        return None
+    keys = {device: bytes.fromhex(key) for device, key in json.loads(Path(path).read_text()).items()}
+    LOG.info("checking the signatures of %d devices' records", len(keys))
+    return keys
 
 
 BatchFunction = Callable[[DataFrame, int], None]
@@ -142,5 +159,7 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
         # Readings deleted by retention while the app was down are logged, not fatal.
         .option("failOnDataLoss", "false")
+        # The signer and its MAC travel as headers (edge_agent/signing.py).
+        .option("includeHeaders", "true")
         .load()
     )

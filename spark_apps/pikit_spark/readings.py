@@ -11,6 +11,8 @@ that both paths accept and reject exactly what the agent's own
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ from edge_agent.contract import (
     bad_name,
     lacks,
 )
+from edge_agent.signing import BAD_MAC, FORGED, MAC_HEADER, SIGNER_HEADER, UNKNOWN_SIGNER, UNSIGNED
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -149,8 +152,14 @@ _AGENT_FORM = (
 _AGENT_FORM_MAX_BYTES = 256 * 1024
 
 
-def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parsed:
+def parse(
+    records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S, keys: Mapping[str, bytes] | None = None
+) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
+
+    With `keys` (device id -> key, edge_agent/signing.py), the records also need their
+    `headers`, and a record counts only when its MAC is valid for its signer and its
+    `device` is that signer; else it is a dead letter whose reason names the signer.
 
     Two paths give the same verdicts (tests/unit/spark compare both with the agent's contract,
     reason for reason). A record in the agent's own form (_AGENT_FORM: what encode_batch
@@ -169,12 +178,15 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     text = F.col("value").cast("string")
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
+    records, signature_reason = _signatures(records, keys)
     typed = records.select(
         "key",
         "value",
         "topic",
         "partition",
         "offset",
+        "signer",
+        signature_reason.alias("signature_reason"),
         F.unix_timestamp(now).alias("now_s"),
         text.alias("text"),
         F.when(in_agent_form(text), F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
@@ -187,6 +199,8 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         "topic",
         "partition",
         "offset",
+        "signer",
+        "signature_reason",
         "now_s",
         "j",
         fast.alias("fast"),
@@ -200,7 +214,7 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
     )
     readings = env.get("readings", "array<variant>")
     readings_ok = F.coalesce(F.size(readings) > 0, F.lit(False))
-    record_reason = (
+    contract_reason = (
         F.when(fast, F.lit(None))
         .when(F.col("v").isNull(), F.lit(NOT_JSON))
         .when(schema_ok & device_ok & readings_ok, F.lit(None))
@@ -209,10 +223,15 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         .when(~F.coalesce(device_ok, F.lit(False)), F.lit(BAD_DEVICE))
         .otherwise(F.lit(NO_READINGS))
     )
+    claimed = F.when(fast, j["device"]).otherwise(env.get("device", "string"))
+    forged = F.when(
+        F.col("signer").isNotNull() & (claimed != F.col("signer")), _naming(FORGED, F.col("signer"))
+    )
+    record_reason = F.coalesce(F.col("signature_reason"), contract_reason, forged)
     # Two explodes, one per path, so that neither path's readings are copied: a record explodes
     # into its readings on its own path and into one row of nulls on the other. A record that
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
-    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], max_clock_skew_s)
+    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], max_clock_skew_s) | record_reason.isNotNull()
     typed_rows = parsed.select(
         "key",
         F.when(may_hold_dead, F.col("value")).alias("value"),
@@ -223,8 +242,8 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         "fast",
         "v",
         record_reason.alias("record_reason"),
-        F.when(fast, j["device"]).otherwise(env.get("device", "string")).alias("device"),
-        F.posexplode_outer(F.when(fast, j["readings"])).alias("typed_index", "f"),
+        claimed.alias("device"),
+        F.posexplode_outer(F.when(fast & record_reason.isNull(), j["readings"])).alias("typed_index", "f"),
     )
     exact_readings = F.when(~fast & F.col("record_reason").isNull(), readings)
     exploded = typed_rows.select(
@@ -287,6 +306,45 @@ def parse(records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S) -> Parse
         F.when(good, F.timestamp_micros((ts * 1_000_000).cast("long"))).alias("event_time"),
     )
     return Parsed(verdicts)
+
+
+def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[DataFrame, Column]:
+    """The records with their `signer`, and the reason their signature fails (null: it holds).
+
+    HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions: the keys' inner and outer
+    pads are a small table broadcast to the executors, joined on the signer."""
+    if keys is None:
+        return records.withColumn("signer", F.lit(None).cast("string")), F.lit(None).cast("string")
+    pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(keys.items())]
+    table = records.sparkSession.createDataFrame(pads, "signer string, inner_pad binary, outer_pad binary")
+
+    def header(name: str) -> Column:
+        return F.get(F.filter("headers", lambda h: h["key"] == name), 0)["value"]
+
+    signed = records.withColumn("signer", header(SIGNER_HEADER).cast("string")).withColumn(
+        "mac", header(MAC_HEADER)
+    )
+    joined = signed.join(F.broadcast(table), "signer", "left")
+    inner = F.unhex(F.sha2(F.concat("inner_pad", F.unhex(F.sha2("value", 256))), 256))
+    expected = F.unhex(F.sha2(F.concat("outer_pad", inner), 256))
+    signer = F.col("signer")
+    reason = (
+        F.when(signer.isNull() | F.col("mac").isNull(), F.lit(UNSIGNED))
+        .when(F.col("inner_pad").isNull(), _naming(UNKNOWN_SIGNER, signer))
+        .when(expected != F.col("mac"), _naming(BAD_MAC, signer))
+    )
+    return joined, reason
+
+
+def _pad(key: bytes, byte: int) -> bytes:
+    """An HMAC-SHA256 pad: the key (hashed when longer than a block) zero-filled to 64 bytes, XOR byte."""
+    block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
+    return bytes(b ^ byte for b in block)
+
+
+def _naming(reason: str, signer: Column) -> Column:
+    """edge_agent.signing.naming as a column."""
+    return F.concat(F.lit(f"{reason} (signer: "), signer, F.lit(")"))
 
 
 def in_agent_form(text: Column) -> Column:

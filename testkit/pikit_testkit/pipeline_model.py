@@ -3,6 +3,8 @@
 The molecule verifier of the spark role and the end-to-end fault suite both judge the
 cluster's output against this model. It knows what sensor_aggregates knows:
 
+- a record not signed by the device it claims (edge_agent/signing.py), when the apps
+  check signatures (`authentic`), is a dead letter;
 - a record or reading that breaks the contract, or is stamped more than the clock skew
   ahead of processing, is a dead letter (the record as sent, once per broken record and
   once per broken reading of an otherwise valid record);
@@ -25,11 +27,12 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.contract import ContractError, Reading, decode_envelope, validate_reading
+from edge_agent.signing import forged_reason, verdict
 
 WindowKey = tuple[str, str, str, int]  # device, sensor, metric, window start (Unix seconds)
 Stats = tuple[int, float, float, float, float]  # count, min, max, mean, population stddev
@@ -71,6 +74,28 @@ class Outcome:
         return [(a, b) for a, b in itertools.pairwise(seqs) if b != a + 1]
 
 
+Headers = list[tuple[str, bytes]]
+
+
+def authentic(
+    records: Iterable[tuple[bytes, Headers]], keys: Mapping[str, bytes]
+) -> tuple[list[bytes], list[bytes]]:
+    """The values that the apps read (validly signed by the device they claim, or not JSON
+    enough to claim one), and those that they dead-letter for their signature."""
+    kept: list[bytes] = []
+    refused: list[bytes] = []
+    for value, headers in records:
+        reason, signer = verdict(value, headers, keys)
+        if reason is None:
+            try:
+                device, _ = decode_envelope(value)
+            except ContractError:
+                device = None  # a dead letter for its contract reason
+            reason = forged_reason(signer, device) if device is not None else None
+        (refused if reason else kept).append(value)
+    return kept, refused
+
+
 def split_records(
     values: Iterable[bytes], now: float | None = None, max_clock_skew_s: int = 300
 ) -> tuple[list[Reading], list[bytes]]:
@@ -98,9 +123,12 @@ def split_records(
     return readings, dead
 
 
-def outcome(values: Iterable[bytes], now: float, timing: Timing = Timing()) -> Outcome:
-    """Replay the raw topic through sensor_aggregates' rules."""
+def outcome(
+    values: Iterable[bytes], now: float, timing: Timing = Timing(), refused: Iterable[bytes] = ()
+) -> Outcome:
+    """Replay the raw topic through sensor_aggregates' rules (`refused`: what `authentic` refused)."""
     readings, dead = split_records(values, now, timing.max_clock_skew_s)
+    dead = [*refused, *dead]
     high_seq: dict[str, int] = {}
     high_ts: dict[str, float] = {}
     values_of: dict[WindowKey, list[float]] = defaultdict(list)

@@ -41,8 +41,9 @@ import pytest
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from pikit_testkit import polling
-from pikit_testkit.pipeline_model import Outcome, compare, compare_late, outcome, split_records
+from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
 
+from edge_agent import signing
 from pikit import REPO, lab
 from pikit.topic import mtls_client, read_to_end
 
@@ -51,6 +52,8 @@ SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."
 BROKERS = ["e2e-pi-1", "e2e-pi-2", "e2e-pi-3"]
 MASTER = "e2e-pi-4"
 EDGES = ["e2e-edge-1", "e2e-edge-2"]
+# Devices that sign without being hosts: the suite's own producers (pikit_device_signing_extra).
+SYNTHETIC = ["e2e-late"]
 APP = "sensor_aggregates"
 CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
@@ -96,10 +99,24 @@ class Site:
     def values(self, topic: str) -> list[bytes]:
         return [r.value for r in read_to_end(topic, **self.client())]
 
-    def produce(self, records: list[tuple[str, bytes]]) -> None:
+    def readings(self) -> tuple[list[bytes], list[bytes]]:
+        """The raw topic's values that the apps read, and those refused for their signature."""
+        records = read_to_end("sensor-readings", **self.client())
+        return authentic(((r.value, r.headers) for r in records), self.keys())
+
+    def keys(self) -> dict[str, bytes]:
+        """Every signing key the apps hold, derived here from the site secret on the controller."""
+        secret = signing.read_site_secret(str(self.state / "device-signing-secret"))
+        return {device: signing.device_key(secret, device) for device in EDGES + SYNTHETIC}
+
+    def produce(self, records: list[tuple[str, bytes]], signed_as: str | None = "") -> None:
+        """Each record signed as the device it is keyed by, or as `signed_as` (None: unsigned)."""
+        keys = self.keys()
         producer = KafkaProducer(**self.client(), acks="all")
         for key, value in records:
-            producer.send("sensor-readings", key=key.encode(), value=value)
+            signer = key if signed_as == "" else signed_as
+            headers = signing.headers(signer, keys[signer], value) if signer else None
+            producer.send("sensor-readings", key=key.encode(), value=value, headers=headers)
         producer.flush()
         producer.close()
 
@@ -111,6 +128,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     for path in (root / "inventory").rglob("*.yml"):
         text = path.read_text().replace(SUBNET_FROM, SUBNET_TO)
         text = re.sub(r"\b((?:pi|edge)-\d+)\b", r"e2e-\1", text)
+        text = re.sub(
+            r"(?m)^pikit_device_signing_extra: .*$", f"pikit_device_signing_extra: {SYNTHETIC}", text
+        )
         path.write_text(re.sub(r"(?m)^lab_name: .*$", f"lab_name: {LAB}", text))
     site = Site(root)
     lab.down(LAB)
@@ -183,7 +203,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 300.0, every:
 
 def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
     """Recompute every window the raw topic closes and compare it with the aggregates topic."""
-    model = outcome(site.values("sensor-readings"), now=time.time())
+    values, refused = site.readings()
+    model = outcome(values, now=time.time(), refused=refused)
 
     def problems() -> list[str]:
         found = compare(model.windows, site.values("sensor-aggregates"), complete=complete)
@@ -262,6 +283,15 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
     late_device.append(Reading("e2e-late", 30, "simulated", "temperature", 25.0, "C", minute + 75))
     site.produce([(json.loads(v)["device"], v) for v in sent[3:6]] + [("e2e-edge-2", v) for v in bad])
     site.produce([("e2e-late", encode_batch("e2e-late", late_device))])
+    # With e2e-edge-1's key as found on the device, a record that claims e2e-edge-2 (its seq far
+    # ahead: taken, it would make every later reading of e2e-edge-2 a duplicate); and a record
+    # with no signature at all.
+    stolen = bytes.fromhex(sh(EDGES[0], "cat /etc/edge-agent/tls/signing.key").strip())
+    assert stolen == site.keys()[EDGES[0]], "the device holds its own key, derived from the site secret"
+    forged = encode_batch(EDGES[1], [Reading(EDGES[1], 10**12, "simulated", "temperature", -40.0, "C", ts)])
+    unsigned = encode_batch(EDGES[1], [Reading(EDGES[1], 10**12, "simulated", "humidity", 0.0, "%", ts)])
+    site.produce([(EDGES[1], forged)], signed_as=EDGES[0])
+    site.produce([(EDGES[1], unsigned)], signed_as=None)
     window = ("e2e-late", "simulated", "temperature", minute)
     wait_for(
         "the late device's first window",
@@ -275,8 +305,16 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
     model = judge(site, "e: bad input and a late device")
     _, dead = split_records(bad, now=time.time())
     assert len(dead) == 4
-    wait_for("the dead letters", lambda: len(site.values("sensor-dead-letter")) >= len(dead), 120)
+    assert forged in model.dead and unsigned in model.dead
+    wait_for("the dead letters", lambda: len(site.values("sensor-dead-letter")) >= len(model.dead), 120)
     assert sorted(site.values("sensor-dead-letter")) == sorted(model.dead)
+    reasons = {
+        r.value: dict(r.headers)["reason"].decode()
+        for r in read_to_end("sensor-dead-letter", **site.client())
+    }
+    print(f"[e] forged: {reasons[forged]!r}; unsigned: {reasons[unsigned]!r}")
+    assert reasons[forged] == f"{signing.FORGED} (signer: {EDGES[0]})", "the forging principal is named"
+    assert reasons[unsigned] == signing.UNSIGNED
     wait_for("the late readings", lambda: not compare_late(model.late, site.values("sensor-late")), 120)
     assert sorted(r.seq for r in model.late) == [31, 32, 33, 34, 35]
     assert model.duplicates >= 3
@@ -314,7 +352,7 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
 
 def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     device = EDGES[0]
-    duplicates_before = outcome(site.values("sensor-readings"), now=time.time()).duplicates
+    duplicates_before = outcome(site.readings()[0], now=time.time()).duplicates
     routes = netns(device, "ip", "route", "show").splitlines()
     netns(device, "ip", "link", "set", "eth0", "down")
     cut = time.time()
@@ -416,7 +454,7 @@ def recap(out: str) -> dict[str, int]:
 
 
 def raw_readings(site: Site) -> list[Reading]:
-    return split_records(site.values("sensor-readings"))[0]
+    return split_records(site.readings()[0])[0]
 
 
 def after(site: Site, moment: float, devices: list[str] = EDGES) -> bool:

@@ -26,15 +26,19 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from pikit_testkit.polling import wait_for
 
+from edge_agent import signing
 from pikit import REPO
 from tests.integration.conftest import LocalBroker, free_port
 
 TOPIC = "it-agent-readings"
 PER_RECORD = 50
+SIGNING_KEY = signing.device_key(b"integration site", "edge-it")
 
 
 def write_config(tmp_path: Path, broker: str, metrics_port: int) -> Path:
     config = tmp_path / "agent.toml"
+    key_file = tmp_path / "signing.key"
+    key_file.write_text(SIGNING_KEY.hex() + "\n")
     config.write_text(
         f"""
 device_id = "edge-it"
@@ -44,6 +48,7 @@ bootstrap_servers = ["{broker}"]
 topic = "{TOPIC}"
 readings_per_record = {PER_RECORD}
 linger_ms = 20
+signing_key_file = "{key_file}"
 [spool]
 directory = "{tmp_path / "spool"}"
 fsync = "interval"
@@ -116,8 +121,12 @@ def test_outage_and_kill_9_lose_no_reading(own_broker: LocalBroker, tmp_path: Pa
     consumer = KafkaConsumer(
         TOPIC, bootstrap_servers=own_broker.address, auto_offset_reset="earliest", consumer_timeout_ms=8000
     )
-    seqs = Counter(r.seq for record in consumer for r in decode_batch(record.value))
+    records = list(consumer)
     consumer.close()
+    seqs = Counter(r.seq for record in records for r in decode_batch(record.value))
+    # Every record arrives signed by this device's key, headers intact through the broker.
+    verdicts = Counter(signing.verdict(r.value, r.headers, {"edge-it": SIGNING_KEY}) for r in records)
+    assert verdicts == {(None, "edge-it"): len(records)}, verdicts
     highest = max(seqs)
     missing = sorted(set(range(highest + 1)) - set(seqs))
     duplicates = sum(n - 1 for n in seqs.values())

@@ -24,3 +24,11 @@ def test_the_address_is_node_ip_else_ansible_host_else_the_name() -> None:
 
 def test_host_ports_prefer_the_cluster_address() -> None:
     assert load().pikit_host_ports(["k1", "k2"], HOSTVARS, "9092") == ["10.0.0.1:9092", "pi-2:9092"]
+
+
+def test_device_signing_keys_are_the_agents_own_derivation() -> None:
+    from edge_agent.signing import device_key
+
+    keys = load().pikit_device_signing_keys("s3cret", ["edge-2", "edge-1", "edge-2"])
+    assert list(keys) == ["edge-1", "edge-2"]
+    assert keys["edge-1"] == device_key(b"s3cret", "edge-1").hex() != keys["edge-2"]

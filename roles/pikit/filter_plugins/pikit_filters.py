@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from edge_agent.signing import device_key
+
 
 def pikit_address(host: str, hostvars: Mapping[str, Any]) -> str:
     """The address the other nodes reach `host` at: its `node_ip`, else its `ansible_host`, else its name."""
@@ -17,6 +19,15 @@ def pikit_host_ports(hosts: list[str], hostvars: Mapping[str, Any], port: int) -
     return [f"{pikit_address(host, hostvars)}:{int(port)}" for host in hosts]
 
 
+def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]:
+    """Each device's signing key (hex), derived from the site secret as edge_agent/signing.py does."""
+    return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"pikit_address": pikit_address, "pikit_host_ports": pikit_host_ports}
+        return {
+            "pikit_address": pikit_address,
+            "pikit_host_ports": pikit_host_ports,
+            "pikit_device_signing_keys": pikit_device_signing_keys,
+        }

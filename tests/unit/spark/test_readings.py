@@ -11,6 +11,7 @@ from pikit_spark.readings import dead_letter_records, in_agent_form, parse, too_
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from edge_agent import signing
 from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
 
 
@@ -163,3 +164,65 @@ def test_a_reading_from_the_future_is_a_dead_letter_and_never_a_reading(spark: S
     assert [(r["device"], r["seq"]) for r in parsed.readings.collect()] == [("edge-1", 1)]
     reasons = sorted(d["reason"] for d in parsed.dead_letters.collect())
     assert reasons == [too_far_ahead(300)] * 2
+
+
+def test_signatures_agree_with_the_agents_signing_module_reason_for_reason(spark: SparkSession) -> None:
+    """A record counts only when signed by a known device that is the device it claims; every
+    other record is one dead letter whose reason names the signer, as edge_agent.signing says."""
+    secret = b"site secret"
+    keys = {d: signing.device_key(secret, d) for d in ("edge-1", "edge-2")}
+    own = batch("edge-1", [reading(1, T0), reading(2, T0)])
+    as_other = batch("edge-2", [reading(3, T0)])
+    unknown_key = signing.device_key(secret, "edge-9")
+    bad_reading = batch("edge-1", [reading(4, T0), {**reading(5, T0), "value": "x"}])
+    records: list[tuple[bytes, list[tuple[str, bytes]]]] = [
+        (own, signing.headers("edge-1", keys["edge-1"], own)),  # good: 2 readings
+        (as_other, signing.headers("edge-1", keys["edge-1"], as_other)),  # forged by edge-1
+        (own, []),  # unsigned
+        (own, [(signing.SIGNER_HEADER, b"edge-1")]),  # a signer but no MAC
+        (own, signing.headers("edge-9", unknown_key, own)),  # a key this cluster never issued
+        (own + b" ", signing.headers("edge-1", keys["edge-1"], own)),  # the bytes changed after signing
+        (as_other, signing.headers("edge-2", keys["edge-1"], as_other)),  # edge-1's key, edge-2's name
+        (b"not json", signing.headers("edge-2", keys["edge-2"], b"not json")),  # signed garbage
+        (bad_reading, signing.headers("edge-1", keys["edge-1"], bad_reading)),  # signed, one bad reading
+    ]
+    rows = [(b"k", v, h, "sensor-readings", 0, i) for i, (v, h) in enumerate(records)]
+    frame = spark.createDataFrame(
+        rows,
+        "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, "
+        "partition int, offset long",
+    )
+    expected_dead: list[Verdict] = []
+    expected_good: set[tuple[str, int]] = set()
+    for offset, (value, headers) in enumerate(records):
+        reason, signer = signing.verdict(value, headers, keys)
+        if reason is not None:
+            expected_dead.append((offset, None, reason))
+            continue
+        good, rejected = _python_verdicts([value])
+        device = next(iter({d for d, _ in good}), None)
+        forged = signing.forged_reason(signer, device) if device else None
+        if forged:
+            expected_dead.append((offset, None, forged))
+            continue
+        expected_good |= good
+        expected_dead += [(offset, index, why) for _, index, why in rejected]
+    parsed = parse(frame, keys=keys)
+    assert (
+        {(r["device"], r["seq"]) for r in parsed.readings.collect()}
+        == expected_good
+        == {
+            ("edge-1", 1),
+            ("edge-1", 2),
+            ("edge-1", 4),
+        }
+    )
+    dead = sorted(((d["offset"], d["index"], d["reason"]) for d in parsed.dead_letters.collect()), key=str)
+    assert dead == sorted(expected_dead, key=str)
+    assert (1, None, f"{signing.FORGED} (signer: edge-1)") in dead
+    assert (2, None, signing.UNSIGNED) in dead
+    assert (6, None, f"{signing.BAD_MAC} (signer: edge-2)") in dead
+    assert (7, None, NOT_JSON) in dead
+    # Without keys nothing is checked: every record is read for what it says.
+    unchecked = parse(frame.drop("headers"))
+    assert ("edge-2", 3) in {(r["device"], r["seq"]) for r in unchecked.readings.collect()}

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
-from pikit_testkit.pipeline_model import compare, compare_late, outcome
+from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome
 from pikit_testkit.polling import wait_for
 
+from edge_agent import signing
 from pikit.topic import mtls_client, read_to_end
 
 MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")
@@ -53,6 +54,19 @@ def app_ids() -> list[str]:
 
 def values(topic: str) -> list[bytes]:
     return [r.value for r in read_to_end(topic, **client("admin"))]
+
+
+def model_now() -> Outcome:
+    kept, refused = readings()
+    return outcome(kept, now=time.time(), refused=refused)
+
+
+def readings() -> tuple[list[bytes], list[bytes]]:
+    """The raw topic's values the app reads, and those it refuses for their signature."""
+    secret = signing.read_site_secret(str(PKI.parent / "device-signing-secret"))
+    keys = {device: signing.device_key(secret, device) for device in ("dev-a", "dev-b")}
+    records = read_to_end("sensor-readings", **client("admin"))
+    return authentic(((r.value, r.headers) for r in records), keys)
 
 
 class Device:
@@ -97,10 +111,13 @@ def test_aggregates_are_exact_across_a_driver_crash() -> None:
     base = (int(time.time()) // 60 - 10) * 60
     devices = [Device("dev-a", 1), Device("dev-b", 2)]
     producer = KafkaProducer(**client("edge-sim"), acks="all")
+    secret = signing.read_site_secret(str(PKI.parent / "device-signing-secret"))
 
     def send(records: list[bytes], key: str) -> None:
+        device_key = signing.device_key(secret, key)
         for value in records:
-            producer.send("sensor-readings", key=key.encode(), value=value)
+            headers = signing.headers(key, device_key, value)
+            producer.send("sensor-readings", key=key.encode(), value=value, headers=headers)
         producer.flush()
 
     shape = {"sensor": "sim", "metric": "temperature", "unit": "C"}
@@ -156,13 +173,13 @@ def test_aggregates_are_exact_across_a_driver_crash() -> None:
     send(late.records(late.readings(base + 30, 20)), "dev-a")
 
     def problems() -> list[str]:
-        model = outcome(values("sensor-readings"), now=time.time())
+        model = model_now()
         return compare(model.windows, values("sensor-aggregates")) + compare_late(
             model.late, values("sensor-late")
         )
 
     wait_for("the aggregates and late readings of the model", lambda: not problems(), timeout=180)
-    model = outcome(values("sensor-readings"), now=time.time())
+    model = model_now()
     print(f"spark verifier: {model.counts()}")
     assert not problems(), "\n".join(problems())
     assert sorted(values("sensor-dead-letter")) == sorted(model.dead)

@@ -1,0 +1,102 @@
+"""Records bound to the device that sent them: a MAC per Kafka record, keyed per device.
+
+The ACLs say which topic a device's certificate may write, not which `device` a record may
+claim. So every record carries two headers: `pikit-signer`, the device id, and `pikit-mac`,
+
+    HMAC-SHA256(device key, SHA-256(record value))
+
+The device key is HMAC-SHA256(site secret, "pikit device key" NUL device id): the controller
+keeps the site secret and hands each device only its own key, so a stolen device can sign
+as itself and nothing else. The Spark apps hold the keys of the site's devices and check
+each record before reading it (pikit_spark/readings.py, the same rules as `verdict` here).
+The MAC covers the digest, not the bytes, so that Spark computes the digest where the
+record lies and the keyed part on 32 bytes. Only the standard library is used: the agent
+runs on a Pi Zero without extra wheels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+
+SIGNER_HEADER = "pikit-signer"
+MAC_HEADER = "pikit-mac"
+KEY_BYTES = 32
+_KEY_LABEL = b"pikit device key\x00"
+
+# Why a record is not taken as its device's. Stable texts, as the contract's reasons are.
+UNSIGNED = "unsigned: no pikit-signer and pikit-mac headers"
+UNKNOWN_SIGNER = "signed by a device this cluster holds no key for"
+BAD_MAC = "signature does not match the record"
+FORGED = "forged: signed by one device, claims another"
+
+
+def device_key(site_secret: bytes, device: str) -> bytes:
+    """The one key a device signs with, derived from the site's secret."""
+    return hmac.new(site_secret, _KEY_LABEL + device.encode(), hashlib.sha256).digest()
+
+
+def mac(key: bytes, value: bytes) -> bytes:
+    return hmac.new(key, hashlib.sha256(value).digest(), hashlib.sha256).digest()
+
+
+def headers(device: str, key: bytes, value: bytes) -> list[tuple[str, bytes]]:
+    """The headers that bind `value` to `device`."""
+    return [(SIGNER_HEADER, device.encode()), (MAC_HEADER, mac(key, value))]
+
+
+def read_site_secret(path: str) -> bytes:
+    """The site secret as the controller keeps it (pikit_device_signing_secret_file)."""
+    with open(path, encoding="utf-8") as f:
+        return f.read().split()[0].encode()
+
+
+def read_key(path: str) -> bytes:
+    """A device key file: the key as hex digits, as the edge_agent role writes it."""
+    with open(path, encoding="ascii") as f:
+        text = f.read().strip()
+    key = bytes.fromhex(text)
+    if len(key) != KEY_BYTES:
+        raise ValueError(f"{path}: expected {KEY_BYTES * 2} hex digits, found {len(text)} characters")
+    return key
+
+
+def signer_of(record_headers: Iterable[tuple[str, bytes]] | None) -> tuple[str | None, bytes | None]:
+    """(signer, mac) from a record's headers; the first of each when repeated."""
+    signer: str | None = None
+    tag: bytes | None = None
+    for name, value in record_headers or ():
+        if name == SIGNER_HEADER and signer is None:
+            signer = bytes(value).decode("utf-8", "replace")
+        elif name == MAC_HEADER and tag is None:
+            tag = bytes(value)
+    return signer, tag
+
+
+def verdict(
+    value: bytes, record_headers: Iterable[tuple[str, bytes]] | None, keys: Mapping[str, bytes]
+) -> tuple[str | None, str | None]:
+    """(reason, signer): reason None when the record is validly signed by a known device.
+
+    Whether the record's own `device` is its signer is decided once the record has been
+    read (`forged_reason`): a record that is not JSON has no device to compare."""
+    signer, tag = signer_of(record_headers)
+    if signer is None or tag is None:
+        return UNSIGNED, signer
+    key = keys.get(signer)
+    if key is None:
+        return naming(UNKNOWN_SIGNER, signer), signer
+    if not hmac.compare_digest(mac(key, value), tag):
+        return naming(BAD_MAC, signer), signer
+    return None, signer
+
+
+def forged_reason(signer: str | None, device: str) -> str | None:
+    """The dead letter's reason when a validly signed record claims another device."""
+    return naming(FORGED, signer) if signer is not None and signer != device else None
+
+
+def naming(reason: str, signer: str) -> str:
+    """A reason with the device whose key signed (its certificate's principal is User:<signer>)."""
+    return f"{reason} (signer: {signer})"

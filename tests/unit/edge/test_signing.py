@@ -1,0 +1,60 @@
+"""Records bound to their device: the keys, the MAC and every verdict."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+
+import pytest
+from edge_agent.config import ConfigError, parse
+
+from edge_agent import signing
+
+SECRET = b"site secret"
+
+
+def test_each_device_gets_its_own_key_from_the_site_secret() -> None:
+    one, two = signing.device_key(SECRET, "edge-1"), signing.device_key(SECRET, "edge-2")
+    assert len(one) == signing.KEY_BYTES and one != two
+    assert one == signing.device_key(SECRET, "edge-1")
+    assert one != signing.device_key(b"another site", "edge-1")
+
+
+def test_the_mac_is_hmac_sha256_of_the_records_digest() -> None:
+    key = signing.device_key(SECRET, "edge-1")
+    want = hmac.new(key, hashlib.sha256(b"record").digest(), hashlib.sha256).digest()
+    assert signing.headers("edge-1", key, b"record") == [("pikit-signer", b"edge-1"), ("pikit-mac", want)]
+
+
+def test_verdicts_name_the_signer() -> None:
+    keys = {d: signing.device_key(SECRET, d) for d in ("edge-1", "edge-2")}
+    good = signing.headers("edge-1", keys["edge-1"], b"v")
+    assert signing.verdict(b"v", good, keys) == (None, "edge-1")
+    assert signing.verdict(b"v2", good, keys) == (f"{signing.BAD_MAC} (signer: edge-1)", "edge-1")
+    assert signing.verdict(b"v", None, keys) == (signing.UNSIGNED, None)
+    assert signing.verdict(b"v", good[:1], keys) == (signing.UNSIGNED, "edge-1")
+    stranger = signing.headers("edge-9", signing.device_key(SECRET, "edge-9"), b"v")
+    assert signing.verdict(b"v", stranger, keys) == (f"{signing.UNKNOWN_SIGNER} (signer: edge-9)", "edge-9")
+    assert signing.forged_reason("edge-1", "edge-2") == f"{signing.FORGED} (signer: edge-1)"
+    assert signing.forged_reason("edge-1", "edge-1") is None
+
+
+def test_a_key_file_holds_64_hex_digits(tmp_path: Path) -> None:
+    path = tmp_path / "signing.key"
+    path.write_text(signing.device_key(SECRET, "edge-1").hex() + "\n")
+    assert signing.read_key(str(path)) == signing.device_key(SECRET, "edge-1")
+    path.write_text("abcd\n")
+    with pytest.raises(ValueError, match="expected 64 hex digits"):
+        signing.read_key(str(path))
+
+
+def test_the_config_names_the_key_file() -> None:
+    doc = {
+        "device_id": "edge-1",
+        "kafka": {"bootstrap_servers": ["h:9092"], "signing_key_file": "/k"},
+        "sensors": [{"type": "simulated"}],
+    }
+    assert parse(doc).kafka.signing_key_file == "/k"
+    with pytest.raises(ConfigError, match=r"kafka\.signing_key_file: must be str"):
+        parse({**doc, "kafka": {"bootstrap_servers": ["h:9092"], "signing_key_file": 1}})
