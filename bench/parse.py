@@ -10,6 +10,8 @@ writes them to Spark's `noop` sink; the time is that job's wall clock. Contender
 - plain peer: `from_json` with the typed schema, `explode`, the windows; no validation,
   the ceiling of a parser that checks nothing;
 - before / now, readings: `parse(...).readings`, the windows;
+- now, signatures checked: the same with every record's MAC and signer checked against
+  the devices' keys (edge_agent/signing.py), as the deployed apps do;
 - before / now, readings and dead letters: what `sensor_aggregates` does per micro-batch,
   the windows and the dead letters from one parse (today: `Parsed.persist`; before: its
   two queries, each parsing).
@@ -38,18 +40,23 @@ from pyspark.sql import functions as F
 from bench.history import module_at
 from bench.rounds import alternate, print_table
 from bench.spark_count import peer_windows, windows
+from edge_agent import signing
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 PER_RECORD = 100
 T0 = 1_795_000_000
+DEVICES = [f"edge-{d}" for d in range(20)]
+KEYS = {device: signing.device_key(b"bench site", device) for device in DEVICES}
+Headers = list[tuple[str, bytes]]
 
 
-def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
-    """n contract records of PER_RECORD readings, devices and sensors interleaved."""
+def records(n: int) -> list[tuple[bytes, bytes, Headers, str, int, int]]:
+    """n contract records of PER_RECORD readings, devices and sensors interleaved, each signed
+    by its device as the agent signs it."""
     out = []
     seq: dict[str, int] = {}
     for i in range(n):
-        device = f"edge-{i % 20}"
+        device = DEVICES[i % len(DEVICES)]
         first = seq.get(device, 0)
         seq[device] = first + PER_RECORD
         batch = [
@@ -64,7 +71,9 @@ def records(n: int) -> list[tuple[bytes, bytes, str, int, int]]:
             )
             for j in range(PER_RECORD)
         ]
-        out.append((device.encode(), encode_batch(device, batch), "sensor-readings", i % 3, i))
+        value = encode_batch(device, batch)
+        headers = signing.headers(device, KEYS[device], value)
+        out.append((device.encode(), value, headers, "sensor-readings", i % 3, i))
     return out
 
 
@@ -72,9 +81,10 @@ def peer(frame: DataFrame) -> None:
     peer_windows(frame).write.format("noop").mode("overwrite").save()
 
 
-def readings_only(module: object) -> Callable[[DataFrame], None]:
+def readings_only(module: object, **options: object) -> Callable[[DataFrame], None]:
     def run(frame: DataFrame) -> None:
-        windows(module.parse(frame).readings).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+        parsed = module.parse(frame, **options)  # type: ignore[attr-defined]
+        windows(parsed.readings).write.format("noop").mode("overwrite").save()
 
     return run
 
@@ -110,7 +120,9 @@ def local_session(app: str, memory: str) -> SparkSession:
 def cached_records(spark: SparkSession, n: int, processed_at: float | None = None) -> DataFrame:
     """`records(n)` as Kafka rows, cached and counted; with the batch's `processed_at` if given."""
     frame = spark.createDataFrame(
-        records(n), "key binary, value binary, topic string, partition int, offset long"
+        records(n),
+        "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, "
+        "partition int, offset long",
     )
     if processed_at is not None:
         frame = frame.withColumn("processed_at", F.timestamp_seconds(F.lit(processed_at)))
@@ -129,10 +141,13 @@ def main() -> None:
         before = module_at(BEFORE, "spark_apps/pikit_spark/readings.py", "readings_before", Path(tmp))
     frame = cached_records(spark, args.records)
     n = args.records * PER_RECORD
+    # The signed contender must time the path of good records, not of dead letters.
+    assert now.parse(frame, keys=KEYS).readings.count() == n, "a signed record was refused"
     contenders: dict[str, Callable[[DataFrame], None]] = {
         "plain peer: from_json + explode + windows": peer,
         f"before ({BEFORE}): parse().readings + windows": readings_only(before),
         "now: parse().readings + windows": readings_only(now),
+        "now, signatures checked: parse(keys).readings + windows": readings_only(now, keys=KEYS),
         f"before ({BEFORE}): readings + dead letters": both(before),
         "now: readings + dead letters": both(now),
     }
