@@ -36,6 +36,8 @@ class Certificate:
 def kind_of(pki: Path, path: Path) -> str:
     if path == pki / "ca.crt":
         return "ca"
+    if path.parent.name in ("ca-next", "ca-retiring"):
+        return "ca, staged" if path.parent.name == "ca-next" else "ca, retiring"
     if path.parent.name == "clients":
         return "client"
     return "device" if path.stem.endswith(f"-{DEVICE_CERT_NAME}") else "node"
@@ -45,6 +47,8 @@ def inventory(pki: Path, renew_before_days: int, now: datetime | None = None) ->
     now = now or datetime.now(UTC)
     paths = [
         pki / "ca.crt",
+        pki / "ca-next" / "ca.crt",
+        pki / "ca-retiring" / "ca.crt",
         *sorted((pki / "issued").glob("*.crt")),
         *sorted((pki / "clients").glob("*.crt")),
     ]
@@ -56,9 +60,9 @@ def inventory(pki: Path, renew_before_days: int, now: datetime | None = None) ->
         kind = kind_of(pki, path)
         if left.total_seconds() <= 0:
             status = "expired"
-        elif left.days < renew_before_days and kind != "ca":
+        elif left.days < renew_before_days and not kind.startswith("ca"):
             status = "renew at the next run"
-        elif kind == "ca" and left.days < renew_before_days:
+        elif kind.startswith("ca") and left.days < renew_before_days:
             status = "CA expiring: rotate it"
         else:
             status = "ok"

@@ -52,7 +52,7 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
     for name, partitions, replicas in topics:
         print(f"  topic {name:<22} partitions {partitions}  replication {replicas}")
     tls = (
-        f"-X security.protocol=ssl -X ssl.ca.location={pki}/ca.crt "
+        f"-X security.protocol=ssl -X ssl.ca.location={pki}/trust.crt "
         f"-X ssl.certificate.location={pki}/clients/admin.crt -X ssl.key.location={pki}/clients/admin.key"
     )
     print(
@@ -62,7 +62,7 @@ With the generated admin client certificate ({pki}/clients/admin.pem):
   produce:  echo '{{"hello": "pi"}}' | kcat -b {bootstrap[0]} {tls} -P -t sensor-readings -k demo
   consume:  kcat -b {bootstrap[0]} {tls} -C -t sensor-readings -o beginning -e
   python:   KafkaProducer(bootstrap_servers={bootstrap}, security_protocol="SSL",
-                          ssl_cafile="{pki}/ca.crt", ssl_certfile="{pki}/clients/admin.pem")"""
+                          ssl_cafile="{pki}/trust.crt", ssl_certfile="{pki}/clients/admin.pem")"""
     )
 
 

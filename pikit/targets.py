@@ -122,7 +122,8 @@ def test_phases() -> list[tuple[str, Step]]:
 
 def ops_phases() -> list[tuple[str, Step]]:
     """What `make test` leaves out for time: the heavier molecule scenarios, and the end-to-end
-    suite with its `ops` scenarios (every certificate renewed under load) among the others."""
+    suite with its `ops` scenarios (every certificate renewed, the CA rotated, under load) among the
+    others."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     python = VENV_BIN / "python"

@@ -9,12 +9,19 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 
+def trust_file(pki: Path) -> Path:
+    """What a client of the cluster trusts: the trust bundle the pki role assembles (both CAs
+    during a rotation), or the CA itself where the bundle is not there yet."""
+    bundle = pki / "trust.crt"
+    return bundle if bundle.exists() else pki / "ca.crt"
+
+
 def mtls_client(bootstrap: list[str], pki: Path, principal: str = "admin") -> dict[str, Any]:
     """kafka-python options for a controller-held identity of the cluster's PKI (`<pki>/clients/`)."""
     return {
         "bootstrap_servers": bootstrap,
         "security_protocol": "SSL",
-        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_cafile": str(trust_file(pki)),
         "ssl_certfile": str(pki / "clients" / f"{principal}.pem"),
     }
 

@@ -39,7 +39,12 @@ def check_certificates(config: Config) -> list[str]:
     if not kafka.cert_file:
         return ["kafka.cert_file: not set; the cluster accepts only mTLS clients"]
     try:
-        ca = x509.load_pem_x509_certificate(Path(kafka.ca_file).read_bytes())
+        # The trust bundle holds two CAs while the cluster's CA is rotated.
+        trusted = Path(kafka.ca_file).read_bytes()
+        marker = b"-----BEGIN CERTIFICATE-----"
+        cas = [x509.load_pem_x509_certificate(marker + block) for block in trusted.split(marker)[1:]]
+        if not cas:
+            raise ValueError(f"{kafka.ca_file}: no certificate")
         pem = Path(kafka.cert_file).read_bytes()
         begin = pem.index(b"-----BEGIN CERTIFICATE-----")
         cert = x509.load_pem_x509_certificate(pem[begin:])
@@ -52,19 +57,25 @@ def check_certificates(config: Config) -> list[str]:
         serialization.Encoding.DER, public
     ):
         problems.append("kafka.cert_file: the private key does not belong to the certificate")
-    ca_key = ca.public_key()
     hash_algorithm = cert.signature_hash_algorithm
-    try:
-        if cert.issuer != ca.subject or hash_algorithm is None:
-            raise InvalidSignature
-        if isinstance(ca_key, rsa.RSAPublicKey):
-            ca_key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), hash_algorithm)
-        elif isinstance(ca_key, ec.EllipticCurvePublicKey):
-            ca_key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hash_algorithm))
-        else:
-            raise InvalidSignature
-    except InvalidSignature:
-        problems.append("kafka.cert_file: not issued by the CA in kafka.ca_file")
+
+    def issued_by(ca: x509.Certificate) -> bool:
+        ca_key = ca.public_key()
+        try:
+            if cert.issuer != ca.subject or hash_algorithm is None:
+                return False
+            if isinstance(ca_key, rsa.RSAPublicKey):
+                ca_key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), hash_algorithm)
+            elif isinstance(ca_key, ec.EllipticCurvePublicKey):
+                ca_key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hash_algorithm))
+            else:
+                return False
+        except InvalidSignature:
+            return False
+        return True
+
+    if not any(issued_by(ca) for ca in cas):
+        problems.append("kafka.cert_file: not issued by a CA in kafka.ca_file")
     not_after = getattr(cert, "not_valid_after_utc", None) or cert.not_valid_after.replace(tzinfo=dt.UTC)
     now = dt.datetime.now(dt.UTC)
     if not_after < now:

@@ -24,6 +24,7 @@ topics included. A second site.yml run must then report changed=0.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from pikit_testkit import polling
@@ -403,6 +405,37 @@ def test_f_every_certificate_renewed_while_the_agents_produce(site: Site) -> Non
     back = time.time()
     wait_for("both devices' readings after the renewal", lambda: after(site, back), 240)
     judge(site, "f: every certificate renewed while the agents produce")
+
+
+@pytest.mark.ops
+def test_g_the_ca_rotated_while_the_agents_produce(site: Site) -> None:
+    """stage, promote, retire (playbooks/ca-rotate.yml, each with site.yml's health-gated
+    restarts) while both agents produce: no TLS client refused at any step, every window exact."""
+    pki = site.state / "pki"
+    old_ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()).subject
+    started = int(time.time())
+    for step in ("stage", "promote", "retire"):
+        begun = time.time()
+        site.playbook("ca-rotate.yml", f"ca-rotate-{step}.log", "-e", f"pki_rotate_step={step}")
+        trusted = (pki / "trust.crt").read_bytes().count(b"BEGIN CERTIFICATE")
+        print(f"\n[g] {step}: {time.time() - begun:.0f}s, {trusted} CA(s) trusted")
+        assert trusted == (1 if step == "retire" else 2)
+        back = time.time()
+        wait_for(f"both devices' readings after {step}", functools.partial(after, site, back), 240)
+    new_ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()).subject
+    assert new_ca != old_ca
+    issued = [*pki.glob("issued/*.crt"), *pki.glob("clients/*.crt")]
+    by_old = [p.name for p in issued if x509.load_pem_x509_certificate(p.read_bytes()).issuer != new_ca]
+    assert not by_old, f"still signed by the old CA: {by_old}"
+    for device in EDGES:
+        assert sh(device, "cat /etc/edge-agent/tls/ca.crt").encode() == (pki / "trust.crt").read_bytes()
+    refused = re.compile(
+        r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|bad certificate|handshake fail", re.I
+    )
+    for node, unit in [(d, "edge-agent") for d in EDGES] + [(MASTER, "spark-app-sensor-aggregates")]:
+        log = sh(node, f"journalctl -u {unit} --since @{started} --no-pager", check=False)
+        assert not refused.findall(log), f"{node} {unit} was refused: {refused.findall(log)[:3]}"
+    judge(site, "g: the CA rotated while the agents produce")
 
 
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:

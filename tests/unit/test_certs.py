@@ -84,3 +84,14 @@ def test_the_playbook_reports_them_without_touching_a_host(pki: Path, tmp_path: 
     code, out = run_playbook(inventory, "certs.yml")
     assert code == 0 and "UNREACHABLE" not in out, out[-2000:]
     assert "edge-1" in out and "renew at the next run" in out
+
+
+def test_a_rotation_shows_both_cas(pki: Path) -> None:
+    (pki / "ca-next").mkdir()
+    key = new_key()
+    (pki / "ca-next" / "ca.crt").write_bytes(
+        pem(None, certificate("lab CA 2", key, "lab CA 2", key, ca=True))
+    )
+    kinds = {(c.kind, c.subject, c.file) for c in inventory(pki, renew_before_days=30)}
+    assert ("ca, staged", "lab CA 2", "ca-next/ca.crt") in kinds
+    assert ("ca", "lab CA", "ca.crt") in kinds

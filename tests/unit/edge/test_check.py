@@ -11,7 +11,8 @@ from pikit_testkit.certs import certificate, new_key, pem
 
 
 def _files(tmp_path: Path, cert: Any, key: Any, ca: Any) -> dict[str, str]:
-    (tmp_path / "ca.crt").write_bytes(pem(None, ca))
+    cas = ca if isinstance(ca, list) else [ca]
+    (tmp_path / "ca.crt").write_bytes(b"".join(pem(None, c) for c in cas))
     (tmp_path / "edge.pem").write_bytes(pem(key, cert))
     return {"ca_file": str(tmp_path / "ca.crt"), "cert_file": str(tmp_path / "edge.pem")}
 
@@ -44,7 +45,7 @@ def test_each_problem_is_named(tmp_path: Path) -> None:
     )
     rogue = new_key()
     assert (
-        "not issued by the CA"
+        "not issued by a CA"
         in _problems(tmp_path, certificate("edge-1", KEY, "test CA", rogue, days=90), KEY, CA)[0]
     )
     assert (
@@ -55,3 +56,14 @@ def test_each_problem_is_named(tmp_path: Path) -> None:
         "differs from device_id"
         in _problems(tmp_path, certificate("edge-2", KEY, "test CA", CA_KEY, days=90), KEY, CA)[0]
     )
+
+
+def test_a_trust_bundle_of_two_cas_passes_a_certificate_of_either(tmp_path: Path) -> None:
+    """During a CA rotation ca_file holds the signing CA and the one it replaces or will replace."""
+    new_ca_key = new_key()
+    new_ca = certificate("test CA 2", new_ca_key, "test CA 2", new_ca_key, ca=True, days=3650)
+    by_new = certificate("edge-1", KEY, "test CA 2", new_ca_key, days=90)
+    by_old = certificate("edge-1", KEY, "test CA", CA_KEY, days=90)
+    assert _problems(tmp_path, by_new, KEY, [CA, new_ca]) == []
+    assert _problems(tmp_path, by_old, KEY, [new_ca, CA]) == []
+    assert "not issued by a CA" in _problems(tmp_path, by_new, KEY, [CA])[0]
