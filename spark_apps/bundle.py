@@ -13,14 +13,15 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The reading contract, the failpoints and the durable file operations are the agent's own
-# modules, shipped as they are.
+# The reading contract, record signing, the failpoints and the durable file operations are the
+# agent's own modules, shipped as they are (tests/unit/spark/test_bundle.py checks none is missing).
 SOURCES = [
     (HERE / "pikit_spark", "pikit_spark"),
     (HERE.parent / "edge_agent/edge_agent/__init__.py", "edge_agent/__init__.py"),
     (HERE.parent / "edge_agent/edge_agent/contract.py", "edge_agent/contract.py"),
     (HERE.parent / "edge_agent/edge_agent/disk.py", "edge_agent/disk.py"),
     (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),
+    (HERE.parent / "edge_agent/edge_agent/signing.py", "edge_agent/signing.py"),
 ]
 
 
