@@ -31,7 +31,7 @@ demo: bootstrap ## the main job on the local lab: cluster up, provisioned by pla
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios, e2e with certificate renewal (about 45 minutes)
+test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios, e2e with certificate renewal and CA rotation (about 70 minutes)
 	@$(PY) -m pikit.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
@@ -47,7 +47,7 @@ molecule: bootstrap ## every molecule scenario
 	@for s in roles/*/molecule/*/molecule.yml; do r=$${s#roles/}; r=$${r%%/*}; n=$$(basename $$(dirname $$s)); \
 	  (cd roles/$$r && molecule test -s $$n) || exit 1; done
 
-e2e: bootstrap artifacts ## the end-to-end fault suite on its own lab, ops scenarios included (about 30 minutes)
+e2e: bootstrap artifacts ## the end-to-end fault suite on its own lab, ops scenarios included (about 45 minutes)
 	@$(PY) -m pytest -q -s tests/e2e
 
 bench: bootstrap artifacts ## benchmarks (never part of make test); results go in bench/README.md
