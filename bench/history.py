@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from pikit import REPO
+from pikit.modules import from_file
 
 
 def module_at(commit: str, path: str, name: str, work: Path) -> ModuleType:
@@ -19,12 +20,7 @@ def module_at(commit: str, path: str, name: str, work: Path) -> ModuleType:
     ).stdout
     file = work / f"{name}.py"
     file.write_bytes(source)
-    spec = importlib.util.spec_from_file_location(name, file)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return from_file(name, file, register=True)
 
 
 def package_at(commit: str, path: str, package: str, name: str, work: Path) -> ModuleType:

@@ -7,18 +7,7 @@ reconciler rather than a copy.
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
-
 from pikit import REPO
+from pikit.modules import from_file
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kafka_admin", REPO / "roles/kafka/library/kafka_admin.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-kafka_admin = _load()
+kafka_admin = from_file("kafka_admin", REPO / "roles/kafka/library/kafka_admin.py")

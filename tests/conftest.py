@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
 from types import ModuleType
 
 from pikit import REPO
+from pikit.modules import from_file
 
 
 def load_filter_plugin(role: str, module: str) -> ModuleType:
     """A role's filter plugin module, loaded from its file as Ansible loads it."""
-    spec = importlib.util.spec_from_file_location(
-        module, REPO / "roles" / role / "filter_plugins" / f"{module}.py"
-    )
-    assert spec and spec.loader
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
+    return from_file(module, REPO / "roles" / role / "filter_plugins" / f"{module}.py")
 
 
 def run_playbook(inventory: Path, playbook: str) -> tuple[int, str]:

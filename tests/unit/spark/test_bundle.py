@@ -7,21 +7,12 @@ import zipfile
 from pathlib import Path
 
 from pikit import REPO
-
-
-def _load_bundle() -> object:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bundle", REPO / "spark_apps/bundle.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from pikit.modules import from_file
 
 
 def test_every_kit_module_the_apps_import_is_in_the_bundle(tmp_path: Path) -> None:
     bundle = tmp_path / "pikit_spark.zip"
-    _load_bundle().build(bundle)  # type: ignore[attr-defined]
+    from_file("bundle", REPO / "spark_apps/bundle.py").build(bundle)
     with zipfile.ZipFile(bundle) as zf:
         shipped = set(zf.namelist())
         sources = {name: zf.read(name) for name in shipped}
