@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import KafkaException as ConfluentKafkaException
 from confluent_kafka.admin import AdminClient
+from cryptography import x509
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
@@ -109,10 +110,10 @@ def consume_all(topic: str, idle_ms: int = 8000) -> list[tuple[bytes, bytes]]:
 class AckedProducer:
     """Sends key-sequenced records with acks=all and remembers which were acknowledged."""
 
-    def __init__(self, keys: int = 6) -> None:
-        self.producer = KafkaProducer(**ssl_options(), acks="all", enable_idempotence=True, linger_ms=5)
+    def __init__(self, keys: int = 6, first: int = 0, ca: Path | None = None) -> None:
+        self.producer = KafkaProducer(**ssl_options(ca=ca), acks="all", enable_idempotence=True, linger_ms=5)
         self.keys = keys
-        self.sent = 0
+        self.sent = first
         self.acked: list[tuple[bytes, bytes]] = []
         self.failed = 0
         self.lock = threading.Lock()
@@ -145,6 +146,26 @@ class AckedProducer:
         # close() flushes again, and raises on the same stuck batches: they are counted above.
         with contextlib.suppress(KafkaTimeoutError):
             self.producer.close(timeout=5)
+
+
+@contextlib.contextmanager
+def producing(sender: AckedProducer, topic: str) -> Iterator[None]:
+    """`sender` sends to `topic` every 10 ms while the block runs, and has every outcome after it."""
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            sender.send(topic)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sender.close()
 
 
 def assert_every_ack_once_in_order(
@@ -375,6 +396,11 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
 
 def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     """Run the scenario's converge playbook again, as a user would, with extra vars."""
+    return playbook(Path(os.environ["KAFKA_TEST_CONVERGE"]), extra_vars)
+
+
+def playbook(path: Path, extra_vars: dict[str, Any], *options: str) -> subprocess.CompletedProcess[str]:
+    """Run a playbook on the scenario's inventory, as a user would."""
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
@@ -389,9 +415,10 @@ def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
             str(REPO / ".venv/bin/ansible-playbook"),
             "-i",
             inventory,
-            os.environ["KAFKA_TEST_CONVERGE"],
+            str(path),
             "-e",
             json.dumps(extra_vars),
+            *options,
         ],
         env=env,
         capture_output=True,
@@ -451,21 +478,8 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     assert all('"server.properties"' in _pending(name) for name, _, _ in NODES)
 
     sender = AckedProducer()
-    stop = threading.Event()
-
-    def produce() -> None:
-        while not stop.is_set():
-            sender.send(topic)
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    try:
+    with producing(sender, topic):
         run = converge(change)  # nothing changes now: the markers alone restart the nodes
-    finally:
-        stop.set()
-        thread.join()
-        sender.close()
     assert run.returncode == 0, run.stdout[-4000:]
     restarts = _restarts(run)
     assert {reasons for _, reasons in restarts} == {"server.properties"}, restarts
@@ -483,3 +497,71 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     consumed = consume_all(topic)
     print(f"rolling restart: sent {sender.sent}, acknowledged {len(sender.acked)}, failed {sender.failed}")
     assert_every_ack_once_in_order(sender.acked, consumed)
+
+
+def _rotate(step: str) -> subprocess.CompletedProcess[str]:
+    """The controller-side part of playbooks/ca-rotate.yml (its first play), as a user runs it;
+    the scenario's converge then plays the part of site.yml."""
+    return playbook(REPO / "playbooks/ca-rotate.yml", {"pki_rotate_step": step}, "--limit", "localhost")
+
+
+def _ca_subject(path: Path) -> str:
+    return x509.load_pem_x509_certificate(path.read_bytes()).subject.rfc4514_string()
+
+
+def _tls_refusals(since: float) -> list[str]:
+    """TLS handshakes the brokers and controllers failed since `since` (Unix seconds)."""
+    found = []
+    for name, _, _ in NODES:
+        log = podman("exec", name, "journalctl", "-u", "kafka", "--since", f"@{int(since)}", "--no-pager")
+        found += [f"{name}: {line}" for line in log.splitlines() if "SSL handshake failed" in line]
+    return found
+
+
+# Last in the module: every test after it would find the new CA.
+@faults
+def test_the_ca_rotated_under_producers_losing_nothing_and_refusing_no_handshake(tmp_path: Path) -> None:
+    """stage, promote, retire, each step's converge under a producer that loaded the files of
+    its moment (the trust bundle, its certificate): no handshake fails anywhere, nothing
+    acknowledged is lost, and at the end only the new CA signs and is trusted."""
+    topic = "verify-rotation"
+    new_topic(topic)
+    old_ca = _ca_subject(PKI / "ca.crt")
+    retired_identity = tmp_path / "admin-by-the-old-ca.pem"
+    retired_identity.write_bytes((PKI / "clients/admin.pem").read_bytes())
+    started = time.time()
+    acked: list[tuple[bytes, bytes]] = []
+    sent = 0
+    for step in ("stage", "promote", "retire"):
+        rotated = _rotate(step)
+        assert rotated.returncode == 0, rotated.stdout[-4000:]
+        sender = AckedProducer(first=sent, ca=PKI / "trust.crt")
+        begun = time.time()
+        with producing(sender, topic):
+            run = converge({})
+        assert run.returncode == 0, run.stdout[-4000:]
+        restarted = sorted(host for host, _ in _restarts(run))
+        trusted = (PKI / "trust.crt").read_bytes().count(b"BEGIN CERTIFICATE")
+        print(
+            f"\nrotation {step}: {time.time() - begun:.0f}s, restarted {restarted}, {trusted} CA(s) trusted;"
+            f" sent {sender.sent - sent}, acknowledged {len(sender.acked)}, failed {sender.failed}"
+        )
+        assert restarted == sorted(name for name, _, _ in NODES), f"{step}: every node takes the change"
+        assert trusted == (1 if step == "retire" else 2)
+        assert sender.failed == 0
+        acked += sender.acked
+        sent = sender.sent
+    assert not _tls_refusals(started)
+    new_ca = _ca_subject(PKI / "ca.crt")
+    assert new_ca != old_ca
+    issued = [*PKI.glob("issued/*.crt"), *PKI.glob("clients/*.crt")]
+    assert issued and all(
+        x509.load_pem_x509_certificate(p.read_bytes()).issuer.rfc4514_string() == new_ca for p in issued
+    )
+    for name, _, _ in NODES:
+        trust = podman("exec", name, "cat", "/etc/kafka/tls/ca.crt").encode()
+        assert trust == (PKI / "trust.crt").read_bytes(), f"{name} trusts the new CA alone"
+    with pytest.raises(KafkaError):  # a client holding the retired CA's certificate is refused
+        options = {**ssl_options(), "ssl_certfile": str(retired_identity)}
+        KafkaAdminClient(**options, request_timeout_ms=10000).close()
+    assert_every_ack_once_in_order(acked, consume_all(topic))
