@@ -37,7 +37,7 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
     admin_module = kafka_admin
     client = admin_module.connect(mtls_client(bootstrap, pki))
     try:
-        health = admin_module.health_report(client, len(brokers), 100)
+        health = admin_module.health_report(client, len(brokers), 100, 0.85)
         topics = sorted(
             (t["name"], len(t["partitions"]), len(t["partitions"][0]["replica_nodes"]))
             for t in client.describe_topics()
@@ -45,10 +45,17 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
         )
     finally:
         client.close()
+    used = ", ".join(
+        f"{broker}: {dirs[d]['used_share']:.0%}"
+        for broker, dirs in sorted(health["disks"].items())
+        for d in dirs
+    )
     print(
         f"\nKafka (KRaft, mTLS): brokers {health['brokers']}, quorum leader {health['quorum_leader']}, "
-        f"under-replicated partitions {len(health['under_replicated'])}"
+        f"under-replicated partitions {len(health['under_replicated'])}, data disks used {used}"
     )
+    for warning in health["disk_warnings"]:
+        print(f"  warning: {warning}")
     for name, partitions, replicas in topics:
         print(f"  topic {name:<22} partitions {partitions}  replication {replicas}")
     tls = (

@@ -4,7 +4,7 @@ This is the project's one create/destroy implementation: `make lab`, the demo,
 molecule's create/destroy playbooks and the tests all call it.
 
     python -m pikit.lab up   [--inventory inventory/lab] [--arch arm64]
-    python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...]
+    python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...] [--tmpfs name:path:size ...]
     python -m pikit.lab down [--lab NAME | --all]
     python -m pikit.lab status
 """
@@ -37,6 +37,8 @@ SHARED_MOUNT = "/srv/pikit-shared"
 class Node:
     name: str
     ip: str
+    # (path, size) pairs: a small RAM disk mounted at path, e.g. a data directory that must fill.
+    tmpfs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--no-hosts",
                 "--volume",
                 f"{volume}:{SHARED_MOUNT}",
+                *(f"--tmpfs={path}:rw,size={size},mode=0755" for path, size in node.tmpfs),
                 "--label",
                 f"{LABEL}={spec.name}",
                 "--arch",
@@ -223,6 +226,13 @@ def main(argv: list[str] | None = None) -> None:
     p_up.add_argument("--subnet")
     p_up.add_argument("--suite", default="bookworm")
     p_up.add_argument("--node", action="append", default=[], metavar="NAME=IP")
+    p_up.add_argument(
+        "--tmpfs",
+        action="append",
+        default=[],
+        metavar="NAME:PATH:SIZE",
+        help="a RAM disk of SIZE at PATH on NAME",
+    )
     p_up.add_argument("--arch", help="image architecture, e.g. arm64 (emulated)")
     p_down = sub.add_parser("down", help="remove a lab's containers and network")
     p_down.add_argument("--lab", default=DEFAULT_LAB)
@@ -235,7 +245,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.node:
             if not (args.lab and args.subnet):
                 die("--node needs --lab and --subnet")
-            nodes = tuple(Node(*item.split("=", 1)) for item in args.node)
+            disks: dict[str, list[tuple[str, str]]] = {}
+            for item in args.tmpfs:
+                name, path, size = item.split(":")
+                disks.setdefault(name, []).append((path, size))
+            nodes = tuple(
+                Node(name, ip, tuple(disks.get(name, [])))
+                for name, ip in (item.split("=", 1) for item in args.node)
+            )
             spec = LabSpec(args.lab, args.subnet, nodes, args.suite)
         else:
             spec = spec_from_inventory(args.inventory)

@@ -26,6 +26,7 @@ def params(broker: str, **overrides: Any) -> dict[str, Any]:
         "expect_brokers": 1,
         "max_quorum_lag": 100,
         "wait_timeout": 0,
+        "disk_warn_share": 0.85,
         "scram_users": [],
         "scram_iterations": 8192,
         "sasl_bootstrap_servers": [],
@@ -105,6 +106,21 @@ def test_health_reports_a_healthy_single_node(broker: str) -> None:
     result = kafka_admin.run(params(broker, action="health", wait_timeout=30), check=False)
     assert result["health"]["healthy"], result
     assert result["health"]["brokers"] == [1]
+
+
+def test_health_reports_the_log_directory_and_warns_past_the_share(broker: str) -> None:
+    quiet = kafka_admin.run(params(broker, action="health", disk_warn_share=1.0), check=False)
+    disks = quiet["health"]["disks"]["1"]
+    (log_dir,) = disks.values()
+    assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+    assert 0 <= log_dir["used_share"] < 1
+    assert quiet["health"]["disk_warnings"] == []
+    loud = kafka_admin.run(
+        params(broker, action="health", disk_warn_share=log_dir["used_share"] / 2), check=False
+    )
+    (warning,) = loud["health"]["disk_warnings"]
+    assert warning.startswith(f"broker 1: disk of {next(iter(disks))} is ")
+    assert loud["health"]["healthy"], "a full disk warns, it does not fail the gate"
 
 
 def test_health_waits_then_fails_when_brokers_are_missing(broker: str) -> None:

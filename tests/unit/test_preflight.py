@@ -81,7 +81,12 @@ def spark_preflight(tmp_path: Path, masters: list[str], group_vars: dict[str, ob
     address = {f"pi-{n}": {"ansible_host": f"127.0.0.{10 + n}"} for n in range(1, 5)}
     inventory = {
         "all": {
-            "vars": {"ansible_port": 1, "spark_shared_storage": "external", **group_vars},
+            "vars": {
+                "ansible_port": 1,
+                "spark_shared_storage": "external",
+                "kafka_disk_bytes": 32 * 2**30,
+                **group_vars,
+            },
             "children": {
                 "kafka_controller": {"hosts": {"pi-1": address["pi-1"]}},
                 "kafka_broker": {"hosts": {"pi-1": None}},
@@ -108,6 +113,12 @@ def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
         (["pi-4"], {"spark_shared_storage": "nfs", "spark_nfs_server": "pi-1"}, "spark_nfs_server=pi-1"),
         (["pi-4"], {"spark_site_apps": ["daily_rollup"]}, "spark_site_apps names daily_rollup"),
         (["pi-4"], {"spark_shared_storage": "ceph"}, "spark_shared_storage"),
+        (
+            ["pi-4"],
+            {"kafka_disk_bytes": 16 * 2**20},
+            "topic sensor-readings gets 1,198,372 bytes per partition, fewer than two segments of 1,048,576"
+            " bytes, on pi-1, whose data disk holds 16,777,216 bytes of which kafka_disk_share=0.5",
+        ),
     ],
 )
 def test_a_bad_spark_setting_is_named(

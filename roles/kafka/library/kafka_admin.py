@@ -21,6 +21,8 @@ description:
     listed one fails on I(sasl_bootstrap_servers); users it does not list are reported as drift.
   - C(action=health) reports under-replicated and offline partitions, registered brokers and the
     metadata quorum's voter lag; with I(wait_timeout) it waits until the cluster is healthy.
+    It also reports each broker's log directories (size, free, share used) and warns about one
+    fuller than I(disk_warn_share); a full disk warns, it does not fail the gate.
 options:
   action: {type: str, choices: [reconcile, health], default: reconcile, description: What to do.}
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
@@ -33,6 +35,7 @@ options:
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
   wait_timeout: {type: int, default: 0, description: Seconds to wait for health (0 reports once).}
+  disk_warn_share: {type: float, default: 0.85, description: Warn about a log directory fuller than this.}
   scram_users: {type: list, elements: dict, default: [], description: "SCRAM users, {name, password}."}
   scram_iterations: {type: int, default: 8192, description: SCRAM-SHA-512 iterations.}
   sasl_bootstrap_servers: {type: list, elements: str, default: [], description: The SASL_SSL listeners.}
@@ -280,7 +283,33 @@ def reconcile_scram(admin: Any, params: dict[str, Any], check: bool) -> tuple[li
     return changes, drift
 
 
-def health_report(admin: Any, expect_brokers: int, max_lag: int) -> dict[str, Any]:
+def disk_report(admin: Any, warn_share: float) -> tuple[dict[str, Any], list[str]]:
+    """Each broker's log directories (DescribeLogDirs, no partitions asked), and a warning for
+    each one fuller than `warn_share`: a broker says its disk is filling before it dies of it."""
+    disks: dict[str, Any] = {}
+    warnings = []
+    for broker in admin.describe_log_dirs(topic_partitions={}):
+        for log_dir in broker["log_dirs"]:
+            total, usable = log_dir["total_bytes"], log_dir["usable_bytes"]
+            used = round(1 - usable / total, 3) if total > 0 else None
+            disks.setdefault(str(broker["broker"]), {})[log_dir["log_dir"]] = {
+                "total_bytes": total,
+                "usable_bytes": usable,
+                "used_share": used,
+            }
+            if log_dir["error_code"]:
+                warnings.append(f"broker {broker['broker']}: log directory {log_dir['log_dir']} is offline")
+            elif used is not None and used >= warn_share:
+                warnings.append(
+                    f"broker {broker['broker']}: disk of {log_dir['log_dir']} is {used:.0%} full "
+                    f"({usable:,} of {total:,} bytes free; kafka_disk_warn_share={warn_share})"
+                )
+    return disks, warnings
+
+
+def health_report(
+    admin: Any, expect_brokers: int, max_lag: int, disk_warn_share: float = 1.0
+) -> dict[str, Any]:
     urp, offline = [], []
     for topic in admin.describe_topics():
         for p in topic["partitions"]:
@@ -300,6 +329,7 @@ def health_report(admin: Any, expect_brokers: int, max_lag: int) -> dict[str, An
         and all(v <= max_lag for v in lag.values())
         and quorum["leader_id"] >= 0
     )
+    disks, disk_warnings = disk_report(admin, disk_warn_share)
     return {
         "healthy": healthy,
         "under_replicated": urp,
@@ -307,6 +337,8 @@ def health_report(admin: Any, expect_brokers: int, max_lag: int) -> dict[str, An
         "brokers": brokers,
         "quorum_leader": quorum["leader_id"],
         "quorum_lag": lag,
+        "disks": disks,
+        "disk_warnings": disk_warnings,
     }
 
 
@@ -330,7 +362,9 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             try:
                 admin = connect(params)
                 try:
-                    report = health_report(admin, params["expect_brokers"], params["max_quorum_lag"])
+                    report = health_report(
+                        admin, params["expect_brokers"], params["max_quorum_lag"], params["disk_warn_share"]
+                    )
                 finally:
                     admin.close()
             except Exception as exc:  # a broker that is still starting answers with errors
@@ -372,6 +406,7 @@ def main() -> None:
             "expect_brokers": {"type": "int", "default": 0},
             "max_quorum_lag": {"type": "int", "default": 100},
             "wait_timeout": {"type": "int", "default": 0},
+            "disk_warn_share": {"type": "float", "default": 0.85},
             "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
             "scram_iterations": {"type": "int", "default": 8192},
             "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
@@ -384,6 +419,8 @@ def main() -> None:
         result = run(module.params, module.check_mode)
     except Exception as exc:
         module.fail_json(msg=f"{type(exc).__name__}: {exc}")
+    for warning in result.get("health", {}).get("disk_warnings", []):
+        module.warn(warning)
     if result.pop("failed", False):
         module.fail_json(msg="Kafka cluster not healthy in time", **result)
     module.exit_json(**result)

@@ -23,8 +23,8 @@ from confluent_kafka import Consumer
 from confluent_kafka import KafkaException as ConfluentKafkaException
 from confluent_kafka.admin import AdminClient
 from cryptography import x509
-from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
 from pikit_testkit.certs import certificate, new_key, pem
 
@@ -69,7 +69,7 @@ def podman(*args: str) -> str:
     return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout
 
 
-def wait_healthy(timeout: int = 240) -> dict[str, Any]:
+def wait_healthy(timeout: int = 240, disk_warn_share: float = 0.85) -> dict[str, Any]:
     params = {
         "action": "health",
         "bootstrap_servers": BOOTSTRAP,
@@ -79,6 +79,7 @@ def wait_healthy(timeout: int = 240) -> dict[str, Any]:
         "expect_brokers": len(BROKERS),
         "max_quorum_lag": 100,
         "wait_timeout": timeout,
+        "disk_warn_share": disk_warn_share,
     }
     result = kafka_admin.run(params, check=False)
     assert not result["failed"], f"cluster not healthy: {result['health']}"
@@ -497,6 +498,99 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     consumed = consume_all(topic)
     print(f"rolling restart: sent {sender.sent}, acknowledged {len(sender.acked)}, failed {sender.failed}")
     assert_every_ack_once_in_order(sender.acked, consumed)
+
+
+# The scenario gives this broker a 256 MiB data disk (molecule.yml, lab_tmpfs).
+SMALL_DISK = os.environ.get("KAFKA_TEST_SMALL_DISK", "")
+
+
+def _topic_config(topic: str) -> dict[str, str]:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        admin.close()
+    return {k: v["value"] for k, v in described["topic"][topic].items()}
+
+
+def _log_size(broker_id: int, topic: str, partition: int) -> int:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        (described,) = admin.describe_log_dirs({topic: [partition]}, brokers=[broker_id])
+    finally:
+        admin.close()
+    return sum(
+        p["partition_size"] for d in described["log_dirs"] for t in d["topics"] for p in t["partitions"]
+    )
+
+
+def _broker_id(name: str) -> int:
+    properties = podman("exec", name, "cat", "/srv/pikit/kafka/data/meta.properties")
+    return int(next(line for line in properties.splitlines() if line.startswith("node.id=")).split("=")[1])
+
+
+@faults
+def test_a_small_data_disk_sizes_the_topics_and_drops_the_oldest_segments_first() -> None:
+    """The disk guard sized every topic from the smallest broker's disk; writing three times a
+    partition's bound into it, the broker keeps running, the oldest records go and the newest
+    stay, and the partition shrinks back under its bound. Filled past kafka_disk_warn_share, the
+    disk shows in the health report as a warning, not as a failed gate."""
+    assert SMALL_DISK, "KAFKA_TEST_SMALL_DISK names the broker with the small data disk (molecule.yml)"
+    config = _topic_config(READINGS)
+    retention, segment = int(config["retention.bytes"]), int(config["segment.bytes"])
+    share = 0.5  # kafka_disk_share's default
+    assert retention + segment <= 256 * 2**20 * share * 8 / 56, "the readings topic's part of the small disk"
+    assert segment < 256 * 2**20, "a segment small enough that a partition keeps several"
+    victim = _broker_id(SMALL_DISK)
+    producer = KafkaProducer(**ssl_options(), acks="all", linger_ms=20, batch_size=262144)
+    payload_size = 10_000
+    count = 3 * (retention + segment) // payload_size
+    try:
+        for i in range(count):
+            producer.send(READINGS, value=f"{i:08d}".encode() + os.urandom(payload_size - 8), partition=0)
+        producer.flush(timeout=120)
+    finally:
+        producer.close()
+    started = time.time()
+    consumer = KafkaConsumer(**ssl_options())
+    tp = TopicPartition(READINGS, 0)
+    try:
+        while True:
+            first = consumer.beginning_offsets([tp])[tp]
+            size = _log_size(victim, READINGS, 0)
+            if (first > 0 and size <= retention + segment) or time.time() - started > 200:
+                break
+            time.sleep(5)
+        last = consumer.end_offsets([tp])[tp]
+        consumer.assign([tp])
+        consumer.seek(tp, last - 1)
+        newest = next(iter(consumer.poll(timeout_ms=10000).values()))[-1].value
+    finally:
+        consumer.close()
+    print(
+        f"disk guard: retention.bytes {retention:,}, segment.bytes {segment:,}; wrote "
+        f"{count * payload_size:,} bytes; after {time.time() - started:.0f}s partition 0 holds {size:,} bytes"
+        f" from offset {first}"
+    )
+    assert first > 0, "the oldest segments were deleted"
+    assert size <= retention + segment, "the partition is back under its bound"
+    assert newest[:8] == f"{count - 1:08d}".encode(), "the newest record stays"
+    for name in BROKERS:
+        assert podman("exec", name, "systemctl", "is-active", "kafka").strip() == "active"
+
+    ballast = "/srv/pikit/kafka/ballast"
+    free = int(podman("exec", SMALL_DISK, "df", "-B1", "--output=avail", "/srv/pikit/kafka").split()[-1])
+    podman("exec", SMALL_DISK, "fallocate", "-l", str(free - 16 * 2**20), ballast)
+    try:
+        report = wait_healthy(timeout=60)
+        warnings = report["disk_warnings"]
+        assert any(w.startswith(f"broker {victim}: disk of /srv/pikit/kafka/data is ") for w in warnings), (
+            warnings
+        )
+        assert report["healthy"], "a full disk warns; the gate still passes"
+    finally:
+        podman("exec", SMALL_DISK, "rm", "-f", ballast)
+    assert not wait_healthy(timeout=60)["disk_warnings"]
 
 
 def _rotate(step: str) -> subprocess.CompletedProcess[str]:
