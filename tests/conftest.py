@@ -29,6 +29,16 @@ def run_playbook(inventory: Path, playbook: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def run_on_controller(playbook: Path, *extra_vars: str) -> subprocess.CompletedProcess[str]:
+    """A playbook whose plays target the controller (localhost), run from the kit's checkout
+    with the venv's Python, each of `extra_vars` passed with -e."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    argv = [str(REPO / ".venv/bin/ansible-playbook"), "-i", "localhost,", str(playbook)]
+    for variables in (*extra_vars, f"ansible_python_interpreter={REPO / '.venv/bin/python'}"):
+        argv += ["-e", variables]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=REPO)
+
+
 def run_preflight(inventory: Path) -> str:
     """playbooks/preflight.yml on `inventory`: its output, prefixed "OK" when it passed.
 

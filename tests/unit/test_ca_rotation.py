@@ -4,8 +4,6 @@ that a certificate still depends on. The nodes' side runs in the e2e suite (scen
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit import REPO
+from tests.conftest import run_on_controller
 
 PLAY = """
 - name: One rotation step, then the bundle every node would get
@@ -36,18 +34,7 @@ PLAY = """
 def step(tmp_path: Path, name: str) -> tuple[int, str]:
     playbook = tmp_path / "rotate.yml"
     playbook.write_text(PLAY)
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    argv = [
-        str(REPO / ".venv/bin/ansible-playbook"),
-        "-i",
-        "localhost,",
-        str(playbook),
-        "-e",
-        f"pikit_state_dir={tmp_path} pki_rotate_step={name}",
-        "-e",
-        f"ansible_python_interpreter={REPO / '.venv/bin/python'}",
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=REPO)
+    proc = run_on_controller(playbook, f"pikit_state_dir={tmp_path} pki_rotate_step={name}")
     return proc.returncode, proc.stdout + proc.stderr
 
 
