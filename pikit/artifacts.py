@@ -399,14 +399,24 @@ COMPONENTS: dict[str, Callable[[Manifest], None]] = {
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("components", nargs="*", choices=[*COMPONENTS, []], help="default: all")
+    parser.add_argument(
+        "--kafka-version",
+        action="append",
+        default=[],
+        metavar="X.Y.Z",
+        help="also cache this Kafka release (repeatable): the one an upgrade goes to, or comes from",
+    )
     args = parser.parse_args(argv)
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     manifest = Manifest.load(root / "MANIFEST.json")
     with phase(f"artifact cache {root}"):
-        for name in args.components or list(COMPONENTS):
+        for name in args.components or ([] if args.kafka_version else list(COMPONENTS)):
             with phase(name):
                 COMPONENTS[name](manifest)
+        for version in args.kafka_version:
+            with phase(f"kafka {version}"):
+                fetch_kafka(manifest, version, role_default("kafka", "kafka_scala_version"))
         total = sum(int(e["size"]) for e in manifest.files.values())
         say(f"{len(manifest.files)} files, {total / 1e6:.1f} MB, manifest {manifest.path}")
 

@@ -74,6 +74,8 @@ OPS_SCENARIOS = {
     "and checks idempotence",
     ("spark", "default"): "Spark from the binary tarball; the end-to-end lab runs the wheel "
     "that the demo and site.yml use, and kills its driver",
+    ("kafka", "upgrade"): "a Kafka upgrade from the previous release and its finalize under a producer; "
+    "make test's scenarios run the kit's release only",
 }
 
 

@@ -53,6 +53,20 @@ def test_restart_order_is_dedicated_controllers_then_combined_nodes_then_brokers
     assert order == ["c1", "c2", "both-1", "both-2", "b1", "b2"]
 
 
+@pytest.mark.parametrize(
+    ("active", "expected"),
+    [
+        ("c1", ["c2", "c1", "both-1", "both-2", "b1", "b2"]),
+        ("both-1", ["c1", "c2", "both-2", "both-1", "b1", "b2"]),
+        ("", ["c1", "c2", "both-1", "both-2", "b1", "b2"]),
+    ],
+)
+def test_the_active_controller_restarts_last_of_its_tier(active: str, expected: list[str]) -> None:
+    controllers = ["c1", "both-1", "c2", "both-2"]
+    brokers = ["b1", "both-2", "both-1", "b2"]
+    assert load().kafka_restart_order(controllers, brokers, active) == expected
+
+
 def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> None:
     acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates", "late"])
     as_text = {

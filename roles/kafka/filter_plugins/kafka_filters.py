@@ -55,12 +55,18 @@ def kafka_listeners(address: str, broker: bool, controller: bool, ports: dict[st
     }
 
 
-def kafka_restart_order(controllers: list[str], brokers: list[str]) -> list[str]:
+def kafka_restart_order(controllers: list[str], brokers: list[str], active_controller: str = "") -> list[str]:
     """Dedicated controllers, then combined nodes, then dedicated brokers, each in inventory order:
-    the quorum is whole before any broker goes down."""
+    the quorum is whole before any broker goes down. The active controller (when known) goes last
+    of its tier, so that leadership moves once, to a node already restarted (an upgrade's new
+    version), rather than at every step."""
+
+    def tier(hosts: list[str]) -> list[str]:
+        return [h for h in hosts if h != active_controller] + [h for h in hosts if h == active_controller]
+
     return (
-        [h for h in controllers if h not in brokers]
-        + [h for h in controllers if h in brokers]
+        tier([h for h in controllers if h not in brokers])
+        + tier([h for h in controllers if h in brokers])
         + [h for h in brokers if h not in controllers]
     )
 

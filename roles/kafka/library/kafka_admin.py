@@ -23,8 +23,10 @@ description:
     metadata quorum's voter lag; with I(wait_timeout) it waits until the cluster is healthy.
     It also reports each broker's log directories (size, free, share used) and warns about one
     fuller than I(disk_warn_share); a full disk warns, it does not fail the gate.
+  - C(action=features) reports the cluster's finalized feature levels, and raises each one listed
+    in I(feature_levels) that is below its listed level (an upgrade's finalize); it never lowers one.
 options:
-  action: {type: str, choices: [reconcile, health], default: reconcile, description: What to do.}
+  action: {type: str, choices: [reconcile, health, features], default: reconcile, description: What to do.}
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
   security_protocol: {type: str, default: SSL, choices: [SSL, PLAINTEXT], description: Client protocol.}
   ssl_cafile: {type: path, description: CA certificate (PEM).}
@@ -39,6 +41,7 @@ options:
   scram_users: {type: list, elements: dict, default: [], description: "SCRAM users, {name, password}."}
   scram_iterations: {type: int, default: 8192, description: SCRAM-SHA-512 iterations.}
   sasl_bootstrap_servers: {type: list, elements: str, default: [], description: The SASL_SSL listeners.}
+  feature_levels: {type: dict, default: {}, description: "Feature levels to raise to, {name: level}."}
 author: pikit
 """
 
@@ -46,6 +49,8 @@ RETURN = r"""
 changes: {description: What was changed, type: list, returned: always}
 drift: {description: Differences left alone, type: list, returned: always}
 health: {description: The health report, type: dict, returned: when action=health}
+features: {description: "Finalized levels after, {name: level}", type: dict, returned: when action=features}
+features_before: {description: Finalized levels before the run, type: dict, returned: when action=features}
 """
 
 try:
@@ -342,6 +347,42 @@ def health_report(
     }
 
 
+def finalized_features(admin: Any) -> dict[str, int]:
+    """{feature: finalized level} as the brokers report it (ApiVersions)."""
+    described = admin.describe_features()
+    return {name: int(info["finalized"][1]) for name, info in described.items() if "finalized" in info}
+
+
+def features_to_raise(finalized: dict[str, int], wanted: dict[str, int]) -> dict[str, int]:
+    """The wanted levels above the finalized ones: raising is all finalize does, never lowering."""
+    return {name: int(level) for name, level in sorted(wanted.items()) if int(level) > finalized.get(name, 0)}
+
+
+def raise_features(admin: Any, wanted: dict[str, int], check: bool) -> dict[str, Any]:
+    before = finalized_features(admin)
+    to_raise = features_to_raise(before, wanted)
+    if not to_raise or check:
+        return {"changed": bool(to_raise), "features_before": before, "features": before, "raised": to_raise}
+    outcome = admin.update_features(to_raise)
+    refused = {name: result for name, result in outcome.items() if result != "OK"}
+    if refused:
+        return {
+            "changed": False,
+            "failed": True,
+            "msg": f"feature upgrade refused: {refused}",
+            "features": before,
+        }
+    deadline = time.monotonic() + 60
+    after = finalized_features(admin)
+    while features_to_raise(after, to_raise) and time.monotonic() < deadline:
+        time.sleep(1)  # the brokers learn the new levels from the metadata log
+        after = finalized_features(admin)
+    result = {"changed": True, "features_before": before, "features": after, "raised": to_raise}
+    if features_to_raise(after, to_raise):
+        result.update(failed=True, msg=f"the brokers still report {after} a minute after raising {to_raise}")
+    return result
+
+
 def connect(params: dict[str, Any]) -> Any:
     options: dict[str, Any] = {
         "bootstrap_servers": params["bootstrap_servers"],
@@ -376,6 +417,12 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
                     "failed": params["wait_timeout"] > 0 and not report["healthy"],
                 }
             time.sleep(2)
+    if params["action"] == "features":
+        admin = connect(params)
+        try:
+            return raise_features(admin, params["feature_levels"], check)
+        finally:
+            admin.close()
     admin = connect(params)
     try:
         changes, drift = reconcile_topics(admin, params["topics"], check)
@@ -395,7 +442,7 @@ def main() -> None:
 
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "choices": ["reconcile", "health"], "default": "reconcile"},
+            "action": {"type": "str", "choices": ["reconcile", "health", "features"], "default": "reconcile"},
             "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
             "security_protocol": {"type": "str", "default": "SSL", "choices": ["SSL", "PLAINTEXT"]},
             "ssl_cafile": {"type": "path"},
@@ -410,6 +457,7 @@ def main() -> None:
             "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
             "scram_iterations": {"type": "int", "default": 8192},
             "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
+            "feature_levels": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -422,7 +470,7 @@ def main() -> None:
     for warning in result.get("health", {}).get("disk_warnings", []):
         module.warn(warning)
     if result.pop("failed", False):
-        module.fail_json(msg="Kafka cluster not healthy in time", **result)
+        module.fail_json(**{"msg": "Kafka cluster not healthy in time", **result})
     module.exit_json(**result)
 
 

@@ -7,13 +7,9 @@ nodes in KAFKA_TEST_NODES as name=ip:roles (c controller, b broker).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import subprocess
-import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,11 +21,19 @@ from confluent_kafka.admin import AdminClient
 from cryptography import x509
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, KafkaTimeoutError, TopicAuthorizationFailedError
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
+from pikit_testkit import molecule_lab
 from pikit_testkit.certs import certificate, new_key, pem
+from pikit_testkit.molecule_lab import (
+    AckedProducer,
+    assert_every_ack_once_in_order,
+    playbook,
+    podman,
+    producing,
+    restarts,
+)
 
 from pikit import REPO
-from pikit.kafka_admin import kafka_admin
 from pikit.tlsscan import scan
 
 NODES = [
@@ -65,25 +69,8 @@ def ssl_options(principal: str | None = "admin", ca: Path | None = None) -> dict
     return options
 
 
-def podman(*args: str) -> str:
-    return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout
-
-
 def wait_healthy(timeout: int = 240, disk_warn_share: float = 0.85) -> dict[str, Any]:
-    params = {
-        "action": "health",
-        "bootstrap_servers": BOOTSTRAP,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(PKI / "ca.crt"),
-        "ssl_certfile": str(PKI / "clients/admin.pem"),
-        "expect_brokers": len(BROKERS),
-        "max_quorum_lag": 100,
-        "wait_timeout": timeout,
-        "disk_warn_share": disk_warn_share,
-    }
-    result = kafka_admin.run(params, check=False)
-    assert not result["failed"], f"cluster not healthy: {result['health']}"
-    return dict(result["health"])
+    return molecule_lab.wait_healthy(BOOTSTRAP, PKI, len(BROKERS), timeout, disk_warn_share)
 
 
 def new_topic(name: str, partitions: int = 3) -> None:
@@ -106,84 +93,6 @@ def consume_all(topic: str, idle_ms: int = 8000) -> list[tuple[bytes, bytes]]:
         return [(r.key, r.value) for r in consumer]
     finally:
         consumer.close()
-
-
-class AckedProducer:
-    """Sends key-sequenced records with acks=all and remembers which were acknowledged."""
-
-    def __init__(self, keys: int = 6, first: int = 0, ca: Path | None = None) -> None:
-        self.producer = KafkaProducer(**ssl_options(ca=ca), acks="all", enable_idempotence=True, linger_ms=5)
-        self.keys = keys
-        self.sent = first
-        self.acked: list[tuple[bytes, bytes]] = []
-        self.failed = 0
-        self.lock = threading.Lock()
-
-    def send(self, topic: str) -> None:
-        key = f"k{self.sent % self.keys}".encode()
-        value = f"{self.sent}".encode()
-        self.sent += 1
-        future = self.producer.send(topic, key=key, value=value)
-        future.add_callback(lambda _md, k=key, v=value: self._ack(k, v))
-        future.add_errback(lambda _exc: self._fail())
-
-    def _ack(self, key: bytes, value: bytes) -> None:
-        with self.lock:
-            self.acked.append((key, value))
-
-    def _fail(self) -> None:
-        with self.lock:
-            self.failed += 1
-
-    def close(self) -> None:
-        """Wait for the outcome of every send; what has none after 2 minutes counts as not
-        acknowledged (kafka-python can keep retrying a stale leader after a SIGKILL): the
-        property under test is that no *acknowledged* record is lost."""
-        try:
-            self.producer.flush(timeout=120)
-        except KafkaTimeoutError:
-            pending = self.sent - len(self.acked) - self.failed
-            print(f"producer: {pending} sends without an outcome after 120s")
-        # close() flushes again, and raises on the same stuck batches: they are counted above.
-        with contextlib.suppress(KafkaTimeoutError):
-            self.producer.close(timeout=5)
-
-
-@contextlib.contextmanager
-def producing(sender: AckedProducer, topic: str) -> Iterator[None]:
-    """`sender` sends to `topic` every 10 ms while the block runs, and has every outcome after it."""
-    stop = threading.Event()
-
-    def produce() -> None:
-        while not stop.is_set():
-            sender.send(topic)
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        sender.close()
-
-
-def assert_every_ack_once_in_order(
-    acked: list[tuple[bytes, bytes]], consumed: list[tuple[bytes, bytes]]
-) -> None:
-    counts: dict[tuple[bytes, bytes], int] = defaultdict(int)
-    for record in consumed:
-        counts[record] += 1
-    lost = [r for r in acked if counts[r] == 0]
-    duplicated = [r for r, n in counts.items() if n > 1]
-    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
-    assert not duplicated, f"{len(duplicated)} records duplicated, e.g. {duplicated[:5]}"
-    per_key: dict[bytes, list[int]] = defaultdict(list)
-    for key, value in consumed:
-        per_key[key].append(int(value))
-    for key, sequence in per_key.items():
-        assert sequence == sorted(sequence), f"key {key!r} out of order"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -390,7 +299,7 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
     topic = "verify-sigkill"
     new_topic(topic)
     victim = _leader_of_partition_0(topic)
-    sender = AckedProducer()
+    sender = AckedProducer(ssl_options())
     for i in range(3000):
         sender.send(topic)
         if i == 1000:
@@ -410,33 +319,6 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
 def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     """Run the scenario's converge playbook again, as a user would, with extra vars."""
     return playbook(Path(os.environ["KAFKA_TEST_CONVERGE"]), extra_vars)
-
-
-def playbook(path: Path, extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    """Run a playbook on the scenario's inventory, as a user would."""
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    inventory = (
-        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
-    )
-    return subprocess.run(
-        [
-            str(REPO / ".venv/bin/ansible-playbook"),
-            "-i",
-            inventory,
-            str(path),
-            "-e",
-            json.dumps(extra_vars),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def test_a_node_that_lost_its_storage_is_reported_not_reformatted() -> None:
@@ -463,13 +345,6 @@ def _active_since(node: str) -> float:
     return int(stamp.strip()) / 1e6
 
 
-def _restarts(run: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
-    """(host, reasons) of each restart the run made, in its order, from the rolling restart's task names."""
-    marker = "TASK [rolling_restart : Restart kafka on "
-    steps = [line.split(marker)[1].split("]")[0] for line in run.stdout.splitlines() if marker in line]
-    return [(step.split(" for ", 1)[0].strip(), step.split(" for ", 1)[1].strip()) for step in steps]
-
-
 def _pending(node: str) -> str:
     return podman("exec", node, "cat", "/var/lib/pikit/restart-pending/kafka.json")
 
@@ -484,18 +359,20 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     before = {name: _active_since(name) for name, _, _ in NODES}
     held = converge({**change, "kafka_restart": "never"})
     assert held.returncode == 0, held.stdout[-4000:]
-    assert _restarts(held) == [], "kafka_restart=never restarted a node"
+    assert restarts(held) == [], "kafka_restart=never restarted a node"
     assert "kafka: left pending (restart mode never)" in held.stdout
     assert {name: _active_since(name) for name, _, _ in NODES} == before
     assert all('"server.properties"' in _pending(name) for name, _, _ in NODES)
 
-    sender = AckedProducer()
+    # Node ids follow inventory order (controllers, then brokers), as KAFKA_TEST_NODES lists them.
+    active = NODES[wait_healthy()["quorum_leader"] - 1][0]
+    sender = AckedProducer(ssl_options())
     with producing(sender, topic):
         run = converge(change)  # nothing changes now: the markers alone restart the nodes
     assert run.returncode == 0, run.stdout[-4000:]
-    restarts = _restarts(run)
-    assert {reasons for _, reasons in restarts} == {"server.properties"}, restarts
-    restarted = [host for host, _ in restarts]
+    steps = restarts(run)
+    assert {reasons for _, reasons in steps} == {"server.properties"}, steps
+    restarted = [host for host, _ in steps]
     assert sorted(restarted) == sorted(name for name, _, _ in NODES), restarted
     after = {name: _active_since(name) for name, _, _ in NODES}
     assert all(after[n] > before[n] for n in after), "every node restarted"
@@ -503,6 +380,8 @@ def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     assert order == restarted, "restarts happened in the announced order, one at a time"
     controllers_first = [n for n, _, roles in NODES if roles == "c"]
     assert order[: len(controllers_first)] == [n for n in restarted if n in controllers_first]
+    voters = [n for n, _, roles in NODES if "c" in roles]
+    assert [n for n in restarted if n in voters][-1] == active, "the active controller restarts last"
     for name, _, _ in NODES:
         with pytest.raises(subprocess.CalledProcessError):
             _pending(name)  # cleared once restarted
@@ -640,12 +519,12 @@ def test_the_ca_rotated_under_producers_losing_nothing_and_refusing_no_handshake
     for step in ("stage", "promote", "retire"):
         rotated = _rotate(step)
         assert rotated.returncode == 0, rotated.stdout[-4000:]
-        sender = AckedProducer(first=sent, ca=PKI / "trust.crt")
+        sender = AckedProducer(ssl_options(ca=PKI / "trust.crt"), first=sent)
         begun = time.time()
         with producing(sender, topic):
             run = converge({})
         assert run.returncode == 0, run.stdout[-4000:]
-        restarted = sorted(host for host, _ in _restarts(run))
+        restarted = sorted(host for host, _ in restarts(run))
         trusted = (PKI / "trust.crt").read_bytes().count(b"BEGIN CERTIFICATE")
         print(
             f"\nrotation {step}: {time.time() - begun:.0f}s, restarted {restarted}, {trusted} CA(s) trusted;"

@@ -1,0 +1,191 @@
+"""Verify playbooks/kafka-upgrade.yml on a cluster converged at the previous release (molecule verify).
+
+The scenario's three combined nodes run KAFKA_UPGRADE_FROM; the kit's release (the role's
+default) is the target. A producer (acks=all) runs through the whole upgrade and the finalize;
+every acknowledged record must be read back once, in order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient, NewTopic
+from pikit_testkit.molecule_lab import (
+    AckedProducer,
+    assert_every_ack_once_in_order,
+    playbook,
+    podman,
+    producing,
+    restarts,
+    wait_healthy,
+)
+
+from pikit import REPO
+from pikit.kafka_admin import kafka_admin
+
+_SPEC = [item.split("=") for item in os.environ.get("KAFKA_TEST_NODES", "").split(",") if item]
+NODES = [name for name, _ in _SPEC]
+ADDRESSES = [address.split(":")[0] for _, address in _SPEC]
+BOOTSTRAP = [f"{ip}:9092" for ip in ADDRESSES]
+PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
+FROM = os.environ.get("KAFKA_UPGRADE_FROM", "")
+TO = str(yaml.safe_load((REPO / "roles/kafka/defaults/main.yml").read_text())["kafka_version"])
+UPGRADE = REPO / "playbooks/kafka-upgrade.yml"
+TOPIC = "verify-upgrade"
+
+if not NODES or not FROM:
+    pytest.fail(
+        "no lab to verify: KAFKA_TEST_NODES or KAFKA_UPGRADE_FROM unset (run it through molecule)",
+        pytrace=False,
+    )
+
+
+def ssl_options() -> dict[str, Any]:
+    return {
+        "bootstrap_servers": BOOTSTRAP,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(PKI / "ca.crt"),
+        "ssl_certfile": str(PKI / "clients/admin.pem"),
+        "ssl_check_hostname": True,
+    }
+
+
+def health(timeout: int = 240) -> dict[str, Any]:
+    return wait_healthy(BOOTSTRAP, PKI, len(NODES), timeout)
+
+
+def features() -> dict[str, int]:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        return dict(kafka_admin.finalized_features(admin))
+    finally:
+        admin.close()
+
+
+def installed(node: str) -> str:
+    return podman("exec", node, "readlink", "/opt/kafka/current").strip().rsplit("-", 1)[-1]
+
+
+def running(node: str) -> str:
+    """The release on the running broker's class path (what the JVM loaded, not the link)."""
+    command = podman("exec", node, "ps", "-o", "args=", "-C", "java")
+    found = re.findall(r"kafka_[0-9.]+-([0-9.]+)/libs", command)
+    assert found, f"no Kafka JVM on {node}: {command[:300]}"
+    return str(found[0])
+
+
+def recap(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    """PLAY RECAP counts per host."""
+    counts = {}
+    for host, fields in re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M):
+        counts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
+    return counts
+
+
+def consume_all(topic: str) -> list[tuple[bytes, bytes]]:
+    options = {**ssl_options(), "auto_offset_reset": "earliest", "enable_auto_commit": False}
+    consumer = KafkaConsumer(topic, **options, consumer_timeout_ms=8000)
+    try:
+        return [(r.key, r.value) for r in consumer]
+    finally:
+        consumer.close()
+
+
+def active_controller_other_than(node: str) -> str:
+    """Restart the active controller until another one leads, so that "the active controller last"
+    differs from inventory order and the test can tell them apart."""
+    for _ in range(4):
+        leader = NODES[health()["quorum_leader"] - 1]  # combined nodes: ids follow inventory order
+        if leader != node:
+            return str(leader)
+        podman("exec", leader, "systemctl", "restart", "kafka")
+    raise AssertionError(f"{node} stayed the active controller through 4 restarts")
+
+
+@pytest.fixture(scope="module")
+def before() -> dict[str, Any]:
+    health()
+    return {"releases": {n: installed(n) for n in NODES}, "features": features()}
+
+
+def test_the_cluster_starts_at_the_previous_release(before: dict[str, Any]) -> None:
+    assert FROM != TO
+    assert before["releases"] == {n: FROM for n in NODES}
+    assert {running(n) for n in NODES} == {FROM}
+    assert before["features"].get("kraft.version", 0) == 0, "the lab's quorum is static"
+
+
+def test_unsafe_targets_are_refused_before_any_host_changes(before: dict[str, Any]) -> None:
+    older = playbook(UPGRADE, {"kafka_version": "4.0.0"})
+    assert older.returncode != 0
+    assert f"runs Kafka {FROM}, newer than kafka_version=4.0.0" in older.stdout
+    uncached = playbook(UPGRADE, {"kafka_version": "4.3.0"})
+    assert uncached.returncode != 0
+    assert "is not in the artifact cache" in uncached.stdout
+    for run in (older, uncached):
+        assert all(c["changed"] == 0 for c in recap(run).values()), recap(run)
+    assert {n: installed(n) for n in NODES} == before["releases"]
+
+
+def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict[str, Any]) -> None:
+    admin = KafkaAdminClient(**ssl_options())
+    try:
+        admin.create_topics([NewTopic(TOPIC, 3, 3)])
+    finally:
+        admin.close()
+    leader = active_controller_other_than(NODES[-1])
+    sender = AckedProducer(ssl_options())
+    started = time.monotonic()
+    with producing(sender, TOPIC):
+        upgrade = playbook(UPGRADE, {"kafka_version": TO})
+        assert upgrade.returncode == 0, upgrade.stdout[-5000:]
+        upgraded = time.monotonic()
+        mid = {"releases": {n: installed(n) for n in NODES}, "running": {n: running(n) for n in NODES}}
+        mid_features = features()
+        finalize = playbook(UPGRADE, {"kafka_version": TO, "finalize": True})
+        assert finalize.returncode == 0, finalize.stdout[-5000:]
+    finished = time.monotonic()
+    consumed = consume_all(TOPIC)
+    steps = restarts(upgrade)
+    print(
+        f"\nupgrade {FROM} -> {TO}: {upgraded - started:.0f}s, finalize {finished - upgraded:.0f}s; "
+        f"restarts {steps}; features {before['features']} -> {features()}; sent {sender.sent}, "
+        f"acknowledged {len(sender.acked)}, failed {sender.failed}, read back {len(consumed)}"
+    )
+    assert [host for host, _ in steps][-1] == leader, "the active controller restarts last"
+    assert sorted(host for host, _ in steps) == sorted(NODES), "every node restarted once"
+    assert all("version" in reasons for _, reasons in steps), steps
+    assert mid == {"releases": {n: TO for n in NODES}, "running": {n: TO for n in NODES}}
+    assert mid_features == before["features"], "nothing finalized before it was asked for"
+    after = features()
+    assert after["metadata.version"] > before["features"]["metadata.version"]
+    kraft_before = before["features"].get("kraft.version", 0)
+    assert after.get("kraft.version", 0) == kraft_before, "the quorum stays static"
+    assert sender.failed == 0
+    assert len(sender.acked) > 1000
+    assert_every_ack_once_in_order(sender.acked, consumed)
+    record = (Path(os.environ["PIKIT_STATE_DIR"]) / f"kafka/upgrade-to-{TO}.json").read_text()
+    assert f'"{FROM}"' in record, "the controller keeps what the upgrade started from"
+
+
+def test_a_second_run_changes_nothing() -> None:
+    again = playbook(UPGRADE, {"kafka_version": TO, "finalize": True})
+    assert again.returncode == 0, again.stdout[-5000:]
+    assert "nothing to raise" in again.stdout
+    assert all(c["changed"] == 0 for c in recap(again).values()), recap(again)
+
+
+def test_the_inventory_release_may_not_roll_the_cluster_back() -> None:
+    stale = playbook(REPO / "playbooks/kafka.yml", {"kafka_version": FROM})
+    assert stale.returncode != 0
+    assert f"runs Kafka {TO}, newer than kafka_version={FROM}: a downgrade is refused" in stale.stdout
+    assert {installed(n) for n in NODES} == {TO}
+    health()

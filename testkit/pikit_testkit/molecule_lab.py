@@ -1,0 +1,148 @@
+"""What the molecule verifiers share: a playbook run on the scenario's inventory as a user would
+run it, podman, and (the kafka scenarios) producing through a fault and checking that every
+acknowledged record was read back once, in order."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
+
+from pikit import REPO
+from pikit.kafka_admin import kafka_admin
+
+
+class AckedProducer:
+    """Sends key-sequenced records with acks=all and remembers which were acknowledged."""
+
+    def __init__(self, options: dict[str, Any], keys: int = 6, first: int = 0) -> None:
+        self.producer = KafkaProducer(**options, acks="all", enable_idempotence=True, linger_ms=5)
+        self.keys = keys
+        self.sent = first
+        self.acked: list[tuple[bytes, bytes]] = []
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def send(self, topic: str) -> None:
+        key = f"k{self.sent % self.keys}".encode()
+        value = f"{self.sent}".encode()
+        self.sent += 1
+        future = self.producer.send(topic, key=key, value=value)
+        future.add_callback(lambda _md, k=key, v=value: self._ack(k, v))
+        future.add_errback(lambda _exc: self._fail())
+
+    def _ack(self, key: bytes, value: bytes) -> None:
+        with self.lock:
+            self.acked.append((key, value))
+
+    def _fail(self) -> None:
+        with self.lock:
+            self.failed += 1
+
+    def close(self) -> None:
+        """Wait for the outcome of every send; what has none after 2 minutes counts as not
+        acknowledged (kafka-python can keep retrying a stale leader after a SIGKILL): the
+        property under test is that no *acknowledged* record is lost."""
+        try:
+            self.producer.flush(timeout=120)
+        except KafkaTimeoutError:
+            pending = self.sent - len(self.acked) - self.failed
+            print(f"producer: {pending} sends without an outcome after 120s")
+        # close() flushes again, and raises on the same stuck batches: they are counted above.
+        with contextlib.suppress(KafkaTimeoutError):
+            self.producer.close(timeout=5)
+
+
+@contextlib.contextmanager
+def producing(sender: AckedProducer, topic: str) -> Iterator[None]:
+    """`sender` sends to `topic` every 10 ms while the block runs, and has every outcome after it."""
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            sender.send(topic)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sender.close()
+
+
+def assert_every_ack_once_in_order(
+    acked: list[tuple[bytes, bytes]], consumed: list[tuple[bytes, bytes]]
+) -> None:
+    counts: dict[tuple[bytes, bytes], int] = defaultdict(int)
+    for record in consumed:
+        counts[record] += 1
+    lost = [r for r in acked if counts[r] == 0]
+    duplicated = [r for r, n in counts.items() if n > 1]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    assert not duplicated, f"{len(duplicated)} records duplicated, e.g. {duplicated[:5]}"
+    per_key: dict[bytes, list[int]] = defaultdict(list)
+    for key, value in consumed:
+        per_key[key].append(int(value))
+    for key, sequence in per_key.items():
+        assert sequence == sorted(sequence), f"key {key!r} out of order"
+
+
+def playbook(path: Path, extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Run a playbook on the molecule scenario's inventory, as a user would."""
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    inventory = (
+        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+    )
+    argv = [str(REPO / ".venv/bin/ansible-playbook"), "-i", inventory, str(path)]
+    argv += ["-e", json.dumps(extra_vars)]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+
+
+def restarts(run: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
+    """(host, reasons) of each restart the run made, in its order, from the rolling restart's task names."""
+    marker = "TASK [rolling_restart : Restart kafka on "
+    steps = [line.split(marker)[1].split("]")[0] for line in run.stdout.splitlines() if marker in line]
+    return [(step.split(" for ", 1)[0].strip(), step.split(" for ", 1)[1].strip()) for step in steps]
+
+
+def podman(*args: str) -> str:
+    return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout
+
+
+def wait_healthy(
+    bootstrap: list[str], pki: Path, brokers: int, timeout: int = 240, disk_warn_share: float = 0.85
+) -> dict[str, Any]:
+    """The kafka role's own health gate, from the controller with the admin certificate: every
+    broker in, nothing under-replicated or offline, the quorum caught up. Its report."""
+    params = {
+        "action": "health",
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_certfile": str(pki / "clients/admin.pem"),
+        "expect_brokers": brokers,
+        "max_quorum_lag": 100,
+        "wait_timeout": timeout,
+        "disk_warn_share": disk_warn_share,
+    }
+    result = kafka_admin.run(params, check=False)
+    assert not result["failed"], f"cluster not healthy: {result['health']}"
+    return dict(result["health"])
