@@ -387,6 +387,48 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     assert model.duplicates > duplicates_before, "the round acknowledged before the kill was resent"
 
 
+def master_view() -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{SUBNET_TO}14:8080/json/", timeout=10) as response:
+        return dict(json.load(response))
+
+
+def test_h_a_worker_decommissioned_while_the_apps_run(site: Site) -> None:
+    """spark_workers_decommissioned takes a worker out of service: its executors leave, the apps
+    keep running (same application ids, so their drivers and state stayed) on the other worker, and
+    every window stays exact. Taking it out of the list brings the worker back."""
+    worker, address = "e2e-pi-3", f"{SUBNET_TO}13"
+    wait_for("both apps to run", lambda: len(master_view()["activeapps"]) == 2, 240)
+    apps = sorted(a["id"] for a in master_view()["activeapps"])
+    begun = time.time()
+    out = site.playbook(
+        "spark.yml", "spark-decommission.log", "-e", json.dumps({"spark_workers_decommissioned": [worker]})
+    )
+    took = time.time() - begun
+    states = {w["host"]: w["state"] for w in master_view()["workers"] if w["state"] != "DEAD"}
+    print(f"\n[h] {worker} decommissioned in {took:.0f}s; workers {states}; apps {apps}")
+    asked = rf"TASK \[spark : Ask the worker to decommission itself\].*\n(?:.*\n)?changed: \[{worker}\]"
+    assert re.search(asked, out), "the worker was sent its decommission signal"
+    assert sh(worker, "systemctl is-active spark-worker", check=False).strip() != "active"
+    assert sh(worker, "systemctl is-enabled spark-worker", check=False).strip() == "disabled"
+    assert states.get(address) != "ALIVE", "the master schedules nothing on the decommissioned worker"
+    assert sorted(a["id"] for a in master_view()["activeapps"]) == apps, "the apps kept running"
+    back = time.time()
+    wait_for("both devices' readings after the decommission", lambda: after(site, back), 240)
+    judge(site, "h: a worker decommissioned while the apps run")
+    again = recap(
+        site.playbook(
+            "spark.yml",
+            "spark-decommission-2.log",
+            "-e",
+            json.dumps({"spark_workers_decommissioned": [worker]}),
+        )
+    )
+    assert set(again.values()) == {0}, f"a second decommission run changed something: {again}"
+    site.playbook("spark.yml", "spark-recommission.log")  # its health gate waits for the worker ALIVE
+    assert sh(worker, "systemctl is-active spark-worker", check=False).strip() == "active"
+    assert sorted(a["id"] for a in master_view()["activeapps"]) == apps
+
+
 @pytest.mark.ops
 def test_f_every_certificate_renewed_while_the_agents_produce(site: Site) -> None:
     pki = site.state / "pki"
