@@ -2,7 +2,7 @@
 
 Per device: the service, its hardening and its key's permissions. Across the lab:
 every device's readings reach Kafka over mTLS with no gap in sequence numbers, also
-across a broker outage.
+across a broker outage and a renewal of every device's certificate.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 from edge_agent.contract import decode_batch
 from edge_agent.flash import unit
+from pikit_testkit.molecule_lab import playbook, podman
+from pikit_testkit.polling import wait_for
 
+from pikit import REPO
 from pikit.topic import read_to_end
 
 BROKER_NAME, _, BROKER_IP = os.environ.get("EDGE_TEST_BROKER", "=").partition("=")
@@ -124,3 +127,31 @@ def test_readings_survive_a_broker_outage_without_gaps() -> None:
         assert depths[device] >= 10, "readings piled up in the spool while the broker was away"
         assert sorted(set(got)) == list(range(max(got) + 1)), f"{device}: gap in sequence numbers"
         assert len(got) == len(set(got)), f"{device}: duplicates without any agent crash"
+
+
+def _issued(device: str) -> bytes:
+    return (PKI / "issued" / f"{device}-edge-agent.crt").read_bytes()
+
+
+def test_a_renewed_device_certificate_is_taken_up_without_losing_a_reading() -> None:
+    """A renewal window longer than any lifetime makes edge.yml issue every device a new
+    certificate while the agents produce; each agent restarts on it and no reading is lost."""
+    devices = ["edgelab-a", "edgelab-b"]
+    before = {d: _issued(d) for d in devices}
+    run = playbook(REPO / "playbooks/edge.yml", {"pki_renew_before_days": 100000})
+    assert run.returncode == 0, run.stdout[-4000:]
+    renewed_at = {d: max(sequences()[d]) for d in devices}
+    for device in devices:
+        assert _issued(device) != before[device], f"{device}: certificate not renewed"
+        on_device = podman("exec", device, "cat", "/etc/edge-agent/tls/edge-agent.crt").encode()
+        assert on_device == _issued(device), f"{device} holds the renewed certificate"
+    wait_for(
+        "readings sent on the renewed certificates",
+        lambda: all(max(s) > renewed_at[d] + 20 for d, s in sequences().items() if d in devices),
+        timeout=120,
+    )
+    seqs = sequences()
+    print(f"certificate renewal: readings per device { ({d: len(s) for d, s in seqs.items()}) }")
+    for device in devices:
+        got = seqs[device]
+        assert sorted(set(got)) == list(range(max(got) + 1)), f"{device}: gap in sequence numbers"

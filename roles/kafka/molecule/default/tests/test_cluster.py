@@ -321,6 +321,33 @@ def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     return playbook(Path(os.environ["KAFKA_TEST_CONVERGE"]), extra_vars)
 
 
+def test_a_node_given_another_id_is_refused_before_anything_changes() -> None:
+    """Node ids follow inventory order unless set, so removing or moving a host renumbers the
+    others. Two brokers given each other's id stop the run before any node changes, each named."""
+    first, second = BROKERS[-2], BROKERS[-1]
+    ids = {first: _broker_id(first), second: _broker_id(second)}
+    inventory = Path(
+        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+    )
+    host_vars = (inventory if inventory.is_dir() else inventory.parent) / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    swapped = {first: ids[second], second: ids[first]}
+    before = {name: _active_since(name) for name, _, _ in NODES}
+    try:
+        for host, node_id in swapped.items():
+            (host_vars / f"{host}.yml").write_text(f"kafka_node_id: {node_id}\n")
+        run = converge({})
+    finally:
+        for host in swapped:
+            (host_vars / f"{host}.yml").unlink(missing_ok=True)
+    assert run.returncode != 0
+    for host in swapped:
+        assert (
+            f"{host}'s storage (/srv/pikit/kafka/data/meta.properties) is node.id={ids[host]}" in run.stdout
+        )
+    assert {name: _active_since(name) for name, _, _ in NODES} == before, "a node was restarted"
+
+
 def test_a_node_that_lost_its_storage_is_reported_not_reformatted() -> None:
     victim = BROKERS[-1]
     podman("exec", victim, "systemctl", "stop", "kafka")
