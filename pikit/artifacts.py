@@ -35,9 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from pikit import REPO
+from pikit import REPO, role_default
 from pikit.phases import die, phase, run, say
 
 APACHE_ARCHIVE = os.environ.get("PIKIT_APACHE_ARCHIVE", "https://archive.apache.org/dist")
@@ -53,12 +51,6 @@ KAFKA_LOGGING = [
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PIKIT_ARTIFACTS", REPO / "artifacts"))
-
-
-def role_default(role: str, key: str) -> str:
-    """Component versions live in the role's defaults: one place, read by both sides."""
-    defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
-    return str(defaults[key])
 
 
 def sha256_of(path: Path) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from edge_agent.contract import ContractError, decode_batch
 from kafka import KafkaConsumer, TopicPartition
 
-from pikit import REPO
+from pikit import REPO, role_default
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
@@ -37,7 +37,10 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
     admin_module = kafka_admin
     client = admin_module.connect(mtls_client(bootstrap, pki))
     try:
-        health = admin_module.health_report(client, len(brokers), 100, 0.85)
+        lag = int(role_default("kafka", "kafka_max_quorum_lag"))
+        health = admin_module.health_report(
+            client, len(brokers), lag, float(role_default("kafka", "kafka_disk_warn_share"))
+        )
         topics = sorted(
             (t["name"], len(t["partitions"]), len(t["partitions"][0]["replica_nodes"]))
             for t in client.describe_topics()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pikit import artifacts
+from pikit import artifacts, role_default
 
 DIGEST = hashlib.sha512(b"kafka").hexdigest()
 
@@ -127,5 +127,5 @@ def test_a_spark_tarball_in_the_cache_replaces_the_wheel(
 
 
 def test_versions_come_from_the_role_defaults() -> None:
-    version = artifacts.role_default("kafka", "kafka_version")
+    version = role_default("kafka", "kafka_version")
     assert version.startswith("4.")

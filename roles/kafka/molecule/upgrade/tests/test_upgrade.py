@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from pikit_testkit.molecule_lab import (
@@ -28,7 +27,7 @@ from pikit_testkit.molecule_lab import (
     wait_healthy,
 )
 
-from pikit import REPO
+from pikit import REPO, role_default
 from pikit.kafka_admin import kafka_admin
 
 _SPEC = [item.split("=") for item in os.environ.get("KAFKA_TEST_NODES", "").split(",") if item]
@@ -37,7 +36,7 @@ ADDRESSES = [address.split(":")[0] for _, address in _SPEC]
 BOOTSTRAP = [f"{ip}:9092" for ip in ADDRESSES]
 PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
 FROM = os.environ.get("KAFKA_UPGRADE_FROM", "")
-TO = str(yaml.safe_load((REPO / "roles/kafka/defaults/main.yml").read_text())["kafka_version"])
+TO = role_default("kafka", "kafka_version")
 UPGRADE = REPO / "playbooks/kafka-upgrade.yml"
 TOPIC = "verify-upgrade"
 
