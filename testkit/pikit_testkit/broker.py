@@ -11,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pikit import REPO
+from pikit import REPO, role_default
 
 
 def free_port() -> int:
@@ -21,11 +21,13 @@ def free_port() -> int:
 
 
 def cached_kafka() -> Path:
-    """The Kafka tarball `make artifacts` put in the cache."""
+    """The kit's Kafka release in the cache `make artifacts` filled (which may hold others too, such
+    as the release the upgrade scenario starts from)."""
+    scala, version = role_default("kafka", "kafka_scala_version"), role_default("kafka", "kafka_version")
+    name = f"kafka/kafka_{scala}-{version}.tgz"
     manifest = json.loads((REPO / "artifacts/MANIFEST.json").read_text())
-    tarballs: list[str] = [n for n in manifest["files"] if n.startswith("kafka/") and n.endswith(".tgz")]
-    assert tarballs, "run `make artifacts` first"
-    return REPO / "artifacts" / tarballs[0]
+    assert name in manifest["files"], f"{name} is not in the artifact cache: run `make artifacts` first"
+    return REPO / "artifacts" / name
 
 
 class LocalBroker:
