@@ -76,6 +76,7 @@ OPS_SCENARIOS = {
     "that the demo and site.yml use, and kills its driver",
     ("kafka", "upgrade"): "a Kafka upgrade from the previous release and its finalize under a producer; "
     "make test's scenarios run the kit's release only",
+    ("kafka", "scale"): "a broker added, filled and taken out again under a producer (kafka-rebalance.yml)",
 }
 
 

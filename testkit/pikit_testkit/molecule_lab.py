@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from pikit import REPO
@@ -100,8 +101,11 @@ def assert_every_ack_once_in_order(
         assert sequence == sorted(sequence), f"key {key!r} out of order"
 
 
-def playbook(path: Path, extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    """Run a playbook on the molecule scenario's inventory, as a user would."""
+def playbook(
+    path: Path, extra_vars: dict[str, Any], also: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a playbook on the molecule scenario's inventory, as a user would; `also` is an inventory
+    file read after it (a host added to a group, as a user edits an inventory)."""
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
@@ -111,7 +115,13 @@ def playbook(path: Path, extra_vars: dict[str, Any]) -> subprocess.CompletedProc
     inventory = (
         os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
     )
-    argv = [str(REPO / ".venv/bin/ansible-playbook"), "-i", inventory, str(path)]
+    argv = [
+        str(REPO / ".venv/bin/ansible-playbook"),
+        "-i",
+        inventory,
+        *(["-i", str(also)] if also else []),
+        str(path),
+    ]
     argv += ["-e", json.dumps(extra_vars)]
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
 
@@ -146,3 +156,48 @@ def wait_healthy(
     result = kafka_admin.run(params, check=False)
     assert not result["failed"], f"cluster not healthy: {result['health']}"
     return dict(result["health"])
+
+
+def admin_options(bootstrap: list[str], pki: Path) -> dict[str, Any]:
+    """kafka-python's options for the admin principal over mTLS, with the controller's PKI."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(pki / "ca.crt"),
+        "ssl_certfile": str(pki / "clients/admin.pem"),
+        "ssl_check_hostname": True,
+    }
+
+
+def consume_all(topic: str, options: dict[str, Any], idle_ms: int = 8000) -> list[tuple[bytes, bytes]]:
+    """Every record of `topic`, from the start until it has been quiet for `idle_ms`."""
+    reading = {**options, "auto_offset_reset": "earliest", "enable_auto_commit": False}
+    consumer = KafkaConsumer(topic, **reading, consumer_timeout_ms=idle_ms)
+    try:
+        return [(r.key, r.value) for r in consumer]
+    finally:
+        consumer.close()
+
+
+def recap(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    """A run's PLAY RECAP: per host, its counts (ok, changed, failed, ...)."""
+    counts = {}
+    for host, fields in re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M):
+        counts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
+    return counts
+
+
+def scenario_nodes() -> list[tuple[str, str, str]]:
+    """(name, address, roles) of each Kafka node, from the verifier's KAFKA_TEST_NODES
+    (molecule.yml): name=address:roles, roles c for a controller and b for a broker."""
+    nodes = []
+    for item in filter(None, os.environ.get("KAFKA_TEST_NODES", "").split(",")):
+        name, address = item.split("=")
+        host, roles = address.split(":")
+        nodes.append((name, host, roles))
+    return nodes
+
+
+def scenario_pki() -> Path:
+    """The scenario's controller-side PKI (PIKIT_STATE_DIR, which molecule.yml sets)."""
+    return Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"

@@ -115,6 +115,7 @@ def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
         (["pi-4"], {"spark_shared_storage": "ceph"}, "spark_shared_storage"),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-1"]}, "['pi-1']: pi-1 not in group spark_worker"),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-2", "pi-3"]}, "every worker would leave"),
+        (["pi-4"], {"kafka_brokers_decommissioned": ["pi-1"]}, "pi-1 is not a dedicated broker"),
         (
             ["pi-4"],
             {"kafka_disk_bytes": 16 * 2**20},

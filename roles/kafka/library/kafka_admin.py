@@ -25,8 +25,16 @@ description:
     fuller than I(disk_warn_share); a full disk warns, it does not fail the gate.
   - C(action=features) reports the cluster's finalized feature levels, and raises each one listed
     in I(feature_levels) that is below its listed level (an upgrade's finalize); it never lowers one.
+  - C(action=rebalance) moves every replica off the brokers not in I(serving_brokers), then from the
+    fullest broker to the emptiest until their replica counts differ by at most one, each partition
+    keeping its replication factor, under a replication throttle of I(throttle_bytes) per second
+    (0 for none) that is removed afterwards; it waits up to I(wait_timeout) for the moves.
 options:
-  action: {type: str, choices: [reconcile, health, features], default: reconcile, description: What to do.}
+  action:
+    type: str
+    choices: [reconcile, health, features, rebalance]
+    default: reconcile
+    description: What to do.
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
   security_protocol: {type: str, default: SSL, choices: [SSL, PLAINTEXT], description: Client protocol.}
   ssl_cafile: {type: path, description: CA certificate (PEM).}
@@ -42,6 +50,8 @@ options:
   scram_iterations: {type: int, default: 8192, description: SCRAM-SHA-512 iterations.}
   sasl_bootstrap_servers: {type: list, elements: str, default: [], description: The SASL_SSL listeners.}
   feature_levels: {type: dict, default: {}, description: "Feature levels to raise to, {name: level}."}
+  serving_brokers: {type: list, elements: int, default: [], description: Ids of the brokers to hold replicas.}
+  throttle_bytes: {type: int, default: 0, description: Replication throttle while partitions move (bytes/s).}
 author: pikit
 """
 
@@ -54,6 +64,7 @@ features_before: {description: Finalized levels before the run, type: dict, retu
 """
 
 try:
+    from kafka import TopicPartition
     from kafka.admin import (
         ACL,
         ACLFilter,
@@ -383,6 +394,105 @@ def raise_features(admin: Any, wanted: dict[str, int], check: bool) -> dict[str,
     return result
 
 
+def balanced_assignment(
+    current: dict[tuple[str, int], list[int]], serving: list[int]
+) -> dict[tuple[str, int], list[int]]:
+    """The partitions to move, each with its new replica list: every replica on a broker outside
+    `serving` goes to the emptiest serving broker the partition lacks; then one replica at a time
+    moves from the fullest broker to the emptiest, until their counts differ by at most one. A new
+    replica takes the old one's place in the list, so preferred leaders move as little as replicas.
+    Deterministic; a balanced cluster gives no move."""
+    brokers = sorted(set(serving))
+    target = {tp: list(replicas) for tp, replicas in current.items()}
+    load = dict.fromkeys(brokers, 0)
+    for replicas in target.values():
+        for broker in replicas:
+            if broker in load:
+                load[broker] += 1
+    for tp in sorted(target):
+        replicas = target[tp]
+        for i, broker in enumerate(replicas):
+            if broker in load:
+                continue
+            free = [b for b in brokers if b not in replicas]
+            if not free:
+                raise ValueError(
+                    f"{tp[0]}-{tp[1]} has {len(replicas)} replicas, "
+                    f"more than the {len(brokers)} brokers in service"
+                )
+            replicas[i] = min(free, key=lambda b: (load[b], b))
+            load[replicas[i]] += 1
+    while brokers:
+        fullest = max(brokers, key=lambda b: (load[b], -b))
+        emptiest = min(brokers, key=lambda b: (load[b], b))
+        if load[fullest] - load[emptiest] <= 1:
+            break
+        # Some partition on the fullest lacks the emptiest, or the emptiest would not be emptier.
+        movable = [tp for tp in sorted(target) if fullest in target[tp] and emptiest not in target[tp]]
+        tp = min(movable, key=lambda t: target[t][0] == fullest)  # a follower replica first
+        target[tp] = [emptiest if b == fullest else b for b in target[tp]]
+        load[fullest] -= 1
+        load[emptiest] += 1
+    return {tp: replicas for tp, replicas in target.items() if replicas != current[tp]}
+
+
+BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def _throttle(admin: Any, brokers: list[int], topics: list[str], rate: int | None) -> None:
+    """Set the replication throttle on these brokers and topics, or (rate None) remove it."""
+
+    def value(v: str) -> Any:
+        return v if rate is not None else ("DELETE", "")
+
+    resources = [
+        ConfigResource(
+            ConfigResourceType.BROKER, str(b), configs={k: value(str(rate)) for k in BROKER_THROTTLES}
+        )
+        for b in brokers
+    ] + [
+        ConfigResource(ConfigResourceType.TOPIC, t, configs={k: value("*") for k in TOPIC_THROTTLES})
+        for t in topics
+    ]
+    admin.alter_configs(resources, incremental=True)
+
+
+def rebalance(
+    admin: Any, serving: list[int], throttle: int, wait_timeout: int, check: bool
+) -> dict[str, Any]:
+    current = {
+        (t["name"], p["partition_index"]): list(p["replica_nodes"])
+        for t in admin.describe_topics()
+        for p in t["partitions"]
+    }
+    moves = balanced_assignment(current, serving)
+    result: dict[str, Any] = {
+        "changed": bool(moves),
+        "moves": [f"{t}-{p}: {current[(t, p)]} -> {r}" for (t, p), r in sorted(moves.items())],
+    }
+    if not moves or check:
+        return result
+    brokers = sorted({b for replicas in current.values() for b in replicas} | set(serving))
+    topics = sorted({t for t, _ in moves})
+    if throttle > 0:
+        _throttle(admin, brokers, topics, throttle)
+    try:
+        admin.alter_partition_reassignments({TopicPartition(t, p): r for (t, p), r in moves.items()})
+        deadline = time.monotonic() + wait_timeout
+        while admin.list_partition_reassignments():
+            if time.monotonic() >= deadline:
+                result.update(
+                    failed=True, msg=f"partition moves not done within {wait_timeout}s (still moving)"
+                )
+                return result
+            time.sleep(2)
+    finally:
+        if throttle > 0:
+            _throttle(admin, brokers, topics, None)
+    return result
+
+
 def connect(params: dict[str, Any]) -> Any:
     options: dict[str, Any] = {
         "bootstrap_servers": params["bootstrap_servers"],
@@ -417,6 +527,14 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
                     "failed": params["wait_timeout"] > 0 and not report["healthy"],
                 }
             time.sleep(2)
+    if params["action"] == "rebalance":
+        admin = connect(params)
+        try:
+            return rebalance(
+                admin, params["serving_brokers"], params["throttle_bytes"], params["wait_timeout"], check
+            )
+        finally:
+            admin.close()
     if params["action"] == "features":
         admin = connect(params)
         try:
@@ -442,7 +560,11 @@ def main() -> None:
 
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "choices": ["reconcile", "health", "features"], "default": "reconcile"},
+            "action": {
+                "type": "str",
+                "choices": ["reconcile", "health", "features", "rebalance"],
+                "default": "reconcile",
+            },
             "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
             "security_protocol": {"type": "str", "default": "SSL", "choices": ["SSL", "PLAINTEXT"]},
             "ssl_cafile": {"type": "path"},
@@ -458,6 +580,8 @@ def main() -> None:
             "scram_iterations": {"type": "int", "default": 8192},
             "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
             "feature_levels": {"type": "dict", "default": {}},
+            "serving_brokers": {"type": "list", "elements": "int", "default": []},
+            "throttle_bytes": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )

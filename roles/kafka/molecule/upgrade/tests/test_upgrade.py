@@ -9,32 +9,33 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from pikit_testkit.molecule_lab import (
     AckedProducer,
+    admin_options,
     assert_every_ack_once_in_order,
+    consume_all,
     playbook,
     podman,
     producing,
+    recap,
     restarts,
+    scenario_nodes,
+    scenario_pki,
     wait_healthy,
 )
 
 from pikit import REPO, role_default
 from pikit.kafka_admin import kafka_admin
 
-_SPEC = [item.split("=") for item in os.environ.get("KAFKA_TEST_NODES", "").split(",") if item]
-NODES = [name for name, _ in _SPEC]
-ADDRESSES = [address.split(":")[0] for _, address in _SPEC]
-BOOTSTRAP = [f"{ip}:9092" for ip in ADDRESSES]
-PKI = Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
+NODES = [name for name, _, _ in scenario_nodes()]
+BOOTSTRAP = [f"{address}:9092" for _, address, roles in scenario_nodes() if "b" in roles]
+PKI = scenario_pki()
 FROM = os.environ.get("KAFKA_UPGRADE_FROM", "")
 TO = role_default("kafka", "kafka_version")
 UPGRADE = REPO / "playbooks/kafka-upgrade.yml"
@@ -48,13 +49,7 @@ if not NODES or not FROM:
 
 
 def ssl_options() -> dict[str, Any]:
-    return {
-        "bootstrap_servers": BOOTSTRAP,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(PKI / "ca.crt"),
-        "ssl_certfile": str(PKI / "clients/admin.pem"),
-        "ssl_check_hostname": True,
-    }
+    return admin_options(BOOTSTRAP, PKI)
 
 
 def health(timeout: int = 240) -> dict[str, Any]:
@@ -79,23 +74,6 @@ def running(node: str) -> str:
     found = re.findall(r"kafka_[0-9.]+-([0-9.]+)/libs", command)
     assert found, f"no Kafka JVM on {node}: {command[:300]}"
     return str(found[0])
-
-
-def recap(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
-    """PLAY RECAP counts per host."""
-    counts = {}
-    for host, fields in re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M):
-        counts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
-    return counts
-
-
-def consume_all(topic: str) -> list[tuple[bytes, bytes]]:
-    options = {**ssl_options(), "auto_offset_reset": "earliest", "enable_auto_commit": False}
-    consumer = KafkaConsumer(topic, **options, consumer_timeout_ms=8000)
-    try:
-        return [(r.key, r.value) for r in consumer]
-    finally:
-        consumer.close()
 
 
 def active_controller_other_than(node: str) -> str:
@@ -152,7 +130,7 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
         finalize = playbook(UPGRADE, {"kafka_version": TO, "finalize": True})
         assert finalize.returncode == 0, finalize.stdout[-5000:]
     finished = time.monotonic()
-    consumed = consume_all(TOPIC)
+    consumed = consume_all(TOPIC, ssl_options())
     steps = restarts(upgrade)
     print(
         f"\nupgrade {FROM} -> {TO}: {upgraded - started:.0f}s, finalize {finished - upgraded:.0f}s; "
