@@ -30,6 +30,9 @@ def params(broker: str, **overrides: Any) -> dict[str, Any]:
         "scram_users": [],
         "scram_iterations": 8192,
         "sasl_bootstrap_servers": [],
+        "feature_levels": {},
+        "serving_brokers": [],
+        "throttle_bytes": 0,
     }
     return {**base, **overrides}
 
@@ -127,6 +130,51 @@ def test_health_waits_then_fails_when_brokers_are_missing(broker: str) -> None:
     result = kafka_admin.run(params(broker, action="health", expect_brokers=3, wait_timeout=3), check=False)
     assert result["failed"] is True
     assert result["health"]["healthy"] is False
+
+
+def test_features_are_read_and_never_lowered(broker: str) -> None:
+    lower = params(broker, action="features", feature_levels={"metadata.version": 1})
+    result = kafka_admin.run(lower, check=False)
+    assert result["changed"] is False
+    assert result["features"]["metadata.version"] > 1, result
+
+
+def test_a_balanced_single_broker_moves_nothing(broker: str) -> None:
+    kafka_admin.run(params(broker, topics=[READINGS]), check=False)
+    same = params(broker, action="rebalance", serving_brokers=[1], wait_timeout=30)
+    result = kafka_admin.run(same, check=False)
+    assert result == {"changed": False, "moves": []}
+
+
+def test_the_replication_throttle_is_set_and_removed(broker: str) -> None:
+    kafka_admin.run(params(broker, topics=[READINGS]), check=False)
+    admin = kafka_admin.connect(params(broker))
+    resources = [
+        kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.BROKER, "1"),
+        kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, "it-readings"),
+    ]
+
+    def throttles() -> dict[str, str]:
+        found = {}
+        for described in admin.describe_configs(resources).values():
+            for name, entries in described.items():
+                for key, entry in entries.items():
+                    if "throttled" in key and entry["value"] not in (None, "", "9223372036854775807"):
+                        found[f"{name} {key}"] = entry["value"]
+        return found
+
+    try:
+        kafka_admin._throttle(admin, [1], ["it-readings"], 1048576)
+        assert throttles() == {
+            "1 leader.replication.throttled.rate": "1048576",
+            "1 follower.replication.throttled.rate": "1048576",
+            "it-readings leader.replication.throttled.replicas": "*",
+            "it-readings follower.replication.throttled.replicas": "*",
+        }
+        kafka_admin._throttle(admin, [1], ["it-readings"], None)
+        assert throttles() == {}
+    finally:
+        admin.close()
 
 
 def test_an_unknown_operation_is_named(broker: str) -> None:

@@ -455,7 +455,7 @@ def _throttle(admin: Any, brokers: list[int], topics: list[str], rate: int | Non
         ConfigResource(ConfigResourceType.TOPIC, t, configs={k: value("*") for k in TOPIC_THROTTLES})
         for t in topics
     ]
-    admin.alter_configs(resources, incremental=True)
+    admin.alter_configs(resources, incremental=True, raise_on_unknown=False)
 
 
 def rebalance(
