@@ -14,7 +14,7 @@ from pikit.kafka_admin import kafka_admin
 
 
 def params(broker: str, **overrides: Any) -> dict[str, Any]:
-    base = {
+    base: dict[str, Any] = {
         "action": "reconcile",
         "bootstrap_servers": [broker],
         "security_protocol": "PLAINTEXT",
