@@ -478,7 +478,12 @@ def rebalance(
     if throttle > 0:
         _throttle(admin, brokers, topics, throttle)
     try:
-        admin.alter_partition_reassignments({TopicPartition(t, p): r for (t, p), r in moves.items()})
+        wanted = {TopicPartition(t, p): r for (t, p), r in moves.items()}
+        accepted = admin.alter_partition_reassignments(wanted)
+        refused = {f"{tp.topic}-{tp.partition}": str(error) for tp, error in accepted.items() if error}
+        if refused:
+            result.update(failed=True, msg=f"partition moves refused: {refused}")
+            return result
         deadline = time.monotonic() + wait_timeout
         while admin.list_partition_reassignments():
             if time.monotonic() >= deadline:
