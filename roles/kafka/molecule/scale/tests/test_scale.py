@@ -128,7 +128,8 @@ def test_a_broker_joins_and_leaves_under_a_producer_losing_nothing(joining_inven
     assert JOINING_ID not in load_in, "every replica moved off the broker taken out"
     assert max(load_in.values()) - min(load_in.values()) <= 1, load_in
     assert all(len(set(r)) == len(r) == len(out[tp]) for tp, r in back.items()), "replication factors kept"
-    assert podman("exec", JOINING, "systemctl", "is-enabled", "kafka").strip() == "disabled"
+    state = podman("exec", JOINING, "sh", "-c", "systemctl is-active kafka; systemctl is-enabled kafka; true")
+    assert state.split() == ["inactive", "disabled"], f"{JOINING}'s broker is stopped and disabled: {state}"
     assert sender.failed == 0
     assert len(sender.acked) > 1000
     assert_every_ack_once_in_order(sender.acked, consumed)
