@@ -461,6 +461,11 @@ def _throttle(admin: Any, brokers: list[int], topics: list[str], rate: int | Non
 def rebalance(
     admin: Any, serving: list[int], throttle: int, wait_timeout: int, check: bool
 ) -> dict[str, Any]:
+    ongoing = admin.list_partition_reassignments()
+    if ongoing:
+        moving = sorted(f"{tp.topic}-{tp.partition}" for tp in ongoing)
+        msg = f"partitions are still moving from an earlier reassignment, run again when done: {moving}"
+        return {"changed": False, "failed": True, "msg": msg}
     current = {
         (t["name"], p["partition_index"]): list(p["replica_nodes"])
         for t in admin.describe_topics()
@@ -488,7 +493,8 @@ def rebalance(
         while admin.list_partition_reassignments():
             if time.monotonic() >= deadline:
                 result.update(
-                    failed=True, msg=f"partition moves not done within {wait_timeout}s (still moving)"
+                    failed=True,
+                    msg=f"partition moves not done within {wait_timeout}s; they go on, unthrottled from now",
                 )
                 return result
             time.sleep(2)
