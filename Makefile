@@ -31,7 +31,7 @@ demo: bootstrap ## the main job on the local lab: cluster up, provisioned by pla
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios, e2e with certificate renewal and CA rotation (about 70 minutes)
+test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios (kafka upgrade and scale-out/in among them), e2e with certificate renewal and CA rotation (an estimated 85 minutes: the two new scenarios take about 8 minutes each on their own)
 	@$(PY) -m pikit.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
