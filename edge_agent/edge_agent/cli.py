@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edge_agent.config import Config, ConfigError, load
+from edge_agent.release import VERSION
 from edge_agent.signing import read_key
 
 DEFAULT_CONFIG = Path("/etc/edge-agent/config.toml")
@@ -113,6 +114,7 @@ def check_broker(config: Config) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="edge-agent", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("run", "sample sensors and produce to Kafka"),

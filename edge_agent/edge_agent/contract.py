@@ -10,6 +10,9 @@ batch of that device's readings, in sequence order:
 `seq` increases by one per reading per device, forever (it survives restarts), so a
 consumer finds gaps and drops duplicates by (device, seq). `ts` is the event time in
 Unix seconds (UTC). Batching readings per record is what lets a Pi Zero keep up.
+
+Headers: the agent's release in `pikit-agent` (what a roll-out waits for), and the
+device's signature (edge_agent/signing.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 SCHEMA_VERSION = 1
+RELEASE_HEADER = "pikit-agent"
 # Device, sensor and metric names. The Spark apps use the same pattern (Java regex syntax).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)

@@ -224,8 +224,16 @@ READ_SPOOL='import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["sp
 SPOOL=$(python3 -c "$READ_SPOOL" \\
   /etc/edge-agent/config.toml)
 install -d -m 0750 -o edge-agent -g edge-agent "$SPOOL"
-python3 -m venv --system-site-packages /opt/edge-agent/venv
-/opt/edge-agent/venv/bin/pip install --no-index --find-links "$PAYLOAD/wheels" pikit-edge-agent
+# The edge_agent role's layout (roles/edge_agent/tasks/install.yml): one directory per release,
+# `current` pointing at the one the unit runs, so that playbooks/edge-upgrade.yml can take over.
+WHEEL=$(basename "$PAYLOAD"/wheels/pikit_edge_agent-*-py3-none-any.whl)
+RELEASE=${{WHEEL#pikit_edge_agent-}}; RELEASE=${{RELEASE%-py3-none-any.whl}}
+install -d -m 0755 /opt/edge-agent/releases/"$RELEASE"
+cp -r "$PAYLOAD/wheels" /opt/edge-agent/releases/"$RELEASE"/wheels
+python3 -m venv --system-site-packages /opt/edge-agent/releases/"$RELEASE"/venv
+/opt/edge-agent/releases/"$RELEASE"/venv/bin/pip install --no-index \\
+  --find-links /opt/edge-agent/releases/"$RELEASE"/wheels pikit-edge-agent=="$RELEASE"
+ln -sfn releases/"$RELEASE" /opt/edge-agent/current
 install -m 0644 "$PAYLOAD/edge-agent.service" /etc/systemd/system/edge-agent.service
 systemctl daemon-reload
 systemctl enable edge-agent
@@ -434,8 +442,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         boot = BootDir(args.boot_dir)
     wheels = sorted(args.wheels.glob("*.whl"))
-    if not any(w.name.startswith("pikit_edge_agent-") for w in wheels):
+    releases = [w.name for w in wheels if w.name.startswith("pikit_edge_agent-")]
+    if not releases:
         raise FlashError(f"--wheels {args.wheels}: no pikit_edge_agent wheel (run `make artifacts`)")
+    if len(releases) > 1:
+        raise FlashError(
+            f"--wheels {args.wheels}: several agent releases ({', '.join(releases)}); keep the one to flash"
+        )
     for name in ("config", "ca", "cert", "key", "ssh_key"):
         if not getattr(args, name).is_file():
             raise FlashError(f"--{name.replace('_', '-')} {getattr(args, name)}: no such file")

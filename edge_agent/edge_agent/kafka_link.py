@@ -17,7 +17,8 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from edge_agent.config import Config
-from edge_agent.contract import envelope
+from edge_agent.contract import RELEASE_HEADER, envelope
+from edge_agent.release import VERSION
 from edge_agent.sender import MAX_BACKOFF_S
 from edge_agent.signing import headers, read_key
 from edge_agent.spool import Record
@@ -81,6 +82,8 @@ class KafkaLink:
         # Read at start: a missing or broken key file stops the agent before it samples.
         key_file = config.kafka.signing_key_file
         self.signing_key = read_key(key_file) if key_file else None
+        # Which release sent a record: a roll-out waits for its canaries' records to carry it.
+        self.release = (RELEASE_HEADER, VERSION.encode())
 
     def submit(self, records: list[Record]) -> list[Any]:
         if self.producer is None:
@@ -91,8 +94,10 @@ class KafkaLink:
         futures = []
         for i in range(0, len(records), size):
             value = envelope(device, records[i : i + size])
-            signed = headers(device, self.signing_key, value) if self.signing_key else None
-            futures.append(self.producer.send(topic, key=device.encode(), value=value, headers=signed))
+            signed = headers(device, self.signing_key, value) if self.signing_key else []
+            futures.append(
+                self.producer.send(topic, key=device.encode(), value=value, headers=[*signed, self.release])
+            )
         return futures
 
     def acknowledged(self, futures: list[Any], give_up: Callable[[], bool]) -> bool:

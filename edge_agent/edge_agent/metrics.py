@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from edge_agent.release import VERSION
 
 
 @dataclass
@@ -17,6 +20,7 @@ class Metrics:
     send_errors: int = 0
     clock_unsynchronised: int = 0
     last_success: float = 0.0
+    started: float = field(default_factory=time.time)
     sensor_errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # depth, bytes, and readings lost or refused by reason (Spool.counters)
     spool_state: Callable[[], tuple[int, int, dict[str, int]]] = lambda: (0, 0, {})
@@ -25,6 +29,8 @@ class Metrics:
     def render(self) -> str:
         depth, size, lost = self.spool_state()
         samples: list[tuple[str, str, float]] = [
+            ("edge_agent_build_info", f'version="{VERSION}"', 1),
+            ("edge_agent_start_time_seconds", "", self.started),
             ("edge_agent_readings_taken_total", "", self.taken),
             ("edge_agent_readings_spooled_total", "", self.spooled),
             ("edge_agent_readings_sent_total", "", self.sent),
@@ -51,6 +57,8 @@ def _labelled(name: str, label: str, counts: dict[str, int]) -> list[tuple[str, 
 
 
 _FAMILIES = {
+    "edge_agent_build_info": ("gauge", "The running agent's release (label version); always 1."),
+    "edge_agent_start_time_seconds": ("gauge", "When this agent process started (Unix time)."),
     "edge_agent_readings_taken_total": ("counter", "Readings taken from sensors."),
     "edge_agent_readings_spooled_total": ("counter", "Readings written to the spool."),
     "edge_agent_readings_sent_total": ("counter", "Readings acknowledged by Kafka."),

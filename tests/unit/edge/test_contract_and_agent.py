@@ -239,3 +239,38 @@ def test_a_read_over_its_timeout_is_a_failed_read(tmp_path: Path) -> None:
     assert agent.metrics.spooled == 0
     agent.sample(slow, timeout=5.0)
     assert agent.metrics.spooled == 1
+
+
+class RecordingProducer:
+    """Stands in for KafkaProducer: keeps what was sent."""
+
+    def __init__(self, **options: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, topic: str, **record: Any) -> None:
+        self.sent.append({"topic": topic, **record})
+
+
+def test_every_record_names_the_release_that_sent_it(tmp_path: Path) -> None:
+    """A roll-out waits for its canaries' records to carry the new release (playbooks/edge-upgrade.yml)."""
+    from importlib.metadata import version
+
+    from edge_agent.kafka_link import KafkaLink
+
+    link = KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer)
+    link.submit([Record(i, i, json.dumps(reading(i)).encode()) for i in range(3)])
+    producer = link.producer
+    assert producer.sent, "nothing was sent"
+    for record in producer.sent:
+        assert (contract.RELEASE_HEADER, version("pikit-edge-agent").encode()) in record["headers"]
+
+
+def test_the_metrics_name_the_running_release(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    text = _agent(tmp_path).metrics.render()
+    assert f'edge_agent_build_info{{version="{version("pikit-edge-agent")}"}} 1' in text
+    started = float(
+        next(line.split()[1] for line in text.splitlines() if line.startswith("edge_agent_start_time"))
+    )
+    assert abs(started - time.time()) < 60

@@ -214,7 +214,8 @@ def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
     flashed = unit("/srv/spool", "edge-7")
     assert flashed.startswith(f"# {MARKER}\n[Unit]\nDescription=pikit edge agent (edge-7)\n")
     assert (
-        "ExecStart=/opt/edge-agent/venv/bin/edge-agent run --config /etc/edge-agent/config.toml\n" in flashed
+        "ExecStart=/opt/edge-agent/current/venv/bin/edge-agent run --config /etc/edge-agent/config.toml\n"
+        in flashed
     )
     assert "ReadWritePaths=/srv/spool\n" in flashed and "PrivateDevices=no\n" in flashed
     roles = tmp_path / "roles"
@@ -228,3 +229,17 @@ def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
         MARKER, {"edge_agent_spool_dir": "/srv/spool", "edge_agent_device_id": "e"}, roles
     )
     assert "LimitNOFILE=777\n" in changed, "a change to the role's values reaches the flashed unit"
+
+
+def test_several_agent_releases_in_the_wheels_are_refused(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    (inputs["wheels"] / "pikit_edge_agent-0.1.1-py3-none-any.whl").write_bytes(b"wheel" * 100)
+    boot = tmp_path / "bookworm"
+    boot.mkdir()
+    (boot / "cmdline.txt").write_text(CMDLINE)
+    (boot / "config.txt").write_text("")
+    assert flash(["--boot-dir", str(boot)], inputs) == 2
+    err = capsys.readouterr().err
+    assert "several agent releases" in err and "0.1.1" in err
+    assert not (boot / "firstrun.sh").exists(), "nothing written"

@@ -2,13 +2,17 @@
 
 Per device: the service, its hardening and its key's permissions. Across the lab:
 every device's readings reach Kafka over mTLS with no gap in sequence numbers, also
-across a broker outage and a renewal of every device's certificate.
+across a broker outage, a renewal of every device's certificate, and agent roll-outs
+(playbooks/edge-upgrade.yml): a good release canary first, a bad one rolled back.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from collections import defaultdict
@@ -18,10 +22,11 @@ from typing import Any
 import pytest
 from edge_agent.contract import decode_batch
 from edge_agent.flash import unit
-from pikit_testkit.molecule_lab import playbook, podman
+from pikit_testkit.molecule_lab import playbook, podman, recap
 from pikit_testkit.polling import wait_for
 
 from pikit import REPO
+from pikit.artifacts import Manifest
 from pikit.topic import read_to_end
 
 BROKER_NAME, _, BROKER_IP = os.environ.get("EDGE_TEST_BROKER", "=").partition("=")
@@ -69,23 +74,26 @@ def test_the_private_key_is_the_agents_alone(host: Any) -> None:
 def test_edge_agent_check_passes_on_the_device(host: Any) -> None:
     if not is_edge(host):
         pytest.skip("not an edge device")
-    agent = "/opt/edge-agent/venv/bin/edge-agent"
+    agent = "/opt/edge-agent/current/venv/bin/edge-agent"
     check = host.run(f"runuser -u edge-agent -- {agent} check --config /etc/edge-agent/config.toml")
     assert check.rc == 0, check.stderr
     assert "OK" in check.stdout
 
 
-def sequences() -> dict[str, list[int]]:
+def readings_records() -> list[Any]:
     # The agents keep producing: read up to the end as of now, not until the topic goes quiet.
-    records = read_to_end(
+    return read_to_end(
         "sensor-readings",
         bootstrap_servers=[f"{BROKER_IP}:9092"],
         security_protocol="SSL",
         ssl_cafile=str(PKI / "ca.crt"),
         ssl_certfile=str(PKI / "clients/admin.pem"),
     )
+
+
+def sequences() -> dict[str, list[int]]:
     seqs: dict[str, list[int]] = defaultdict(list)
-    for record in records:
+    for record in readings_records():
         for reading in decode_batch(record.value):
             seqs[reading.device].append(reading.seq)
     return seqs
@@ -152,6 +160,113 @@ def test_a_renewed_device_certificate_is_taken_up_without_losing_a_reading() -> 
     )
     seqs = sequences()
     print(f"certificate renewal: readings per device { ({d: len(s) for d, s in seqs.items()}) }")
+    for device in devices:
+        got = seqs[device]
+        assert sorted(set(got)) == list(range(max(got) + 1)), f"{device}: gap in sequence numbers"
+
+
+def _metrics(device: str) -> str:
+    return podman(
+        "exec",
+        device,
+        "python3",
+        "-c",
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9108/metrics').read().decode())",
+    )
+
+
+def running_release(device: str) -> str:
+    match = re.search(r'^edge_agent_build_info\{version="([^"]+)"\} 1', _metrics(device), re.M)
+    assert match, f"{device}: no edge_agent_build_info in its metrics"
+    return match[1]
+
+
+def releases_in_kafka() -> dict[str, set[str]]:
+    seen: dict[str, set[str]] = defaultdict(set)
+    for record in readings_records():
+        for name, value in record.headers or ():
+            if name == "pikit-agent":
+                seen[record.key.decode()].add(value.decode())
+    return seen
+
+
+def add_release(cache: Path, version: str, patch: tuple[str, str, str] | None = None) -> None:
+    """Build the agent from this checkout as release `version` (with `patch`: file, old, new) into
+    a copy of the artifact cache, recorded in its manifest as `make artifacts` records its own."""
+    source = cache.parent / f"src-{version}"
+    shutil.copytree(REPO / "edge_agent", source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(re.sub(r'(?m)^version = "[^"]+"', f'version = "{version}"', pyproject.read_text()))
+    if patch:
+        path, old, new = patch
+        text = (source / path).read_text()
+        assert old in text, f"{path}: {old!r} not found"
+        (source / path).write_text(text.replace(old, new))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps"]
+    subprocess.run([*pip, "-w", str(cache / "agent"), str(source)], check=True, capture_output=True)
+    manifest = Manifest.load(cache / "MANIFEST.json")
+    manifest.record(f"agent/pikit_edge_agent-{version}-py3-none-any.whl", "built:test")
+
+
+def test_an_agent_release_rolls_out_canary_first_and_a_bad_one_rolls_back(tmp_path: Path) -> None:
+    """edge-upgrade.yml: release 0.9.1 goes to the canary (edgelab-a), then to edgelab-b, each
+    counted only once its readings naming 0.9.1 are in Kafka; a second run changes nothing. Release
+    0.9.2 sends to a topic the device may not write: the canary falls back to 0.9.1 by itself, the
+    roll-out stops, edgelab-b is never touched. Across it all, each agent carries on from the spool
+    its predecessor left: no gap in sequence numbers."""
+    devices = ["edgelab-a", "edgelab-b"]
+    cache = tmp_path / "artifacts"
+    cache.mkdir()
+    shutil.copytree(REPO / "artifacts/agent", cache / "agent")
+    shutil.copy(REPO / "artifacts/MANIFEST.json", cache / "MANIFEST.json")
+    add_release(cache, "0.9.1")
+    add_release(
+        cache,
+        "0.9.2",
+        ("edge_agent/kafka_link.py", "self.config.kafka.topic\n", 'self.config.kafka.topic + "-v2"\n'),
+    )
+    before = {d: running_release(d) for d in devices}
+    rollout = {
+        "pikit_artifact_cache": str(cache),
+        "edge_agent_healthy_timeout": 60,
+        "edge_upgrade_canaries": 1,
+    }
+
+    good = playbook(REPO / "playbooks/edge-upgrade.yml", {**rollout, "edge_agent_version": "0.9.1"})
+    assert good.returncode == 0, good.stdout[-4000:]
+    batches = good.stdout.split("PLAY [Roll the agent release out, canaries first]")[1:]
+    hosts_per_batch = [[d for d in devices if f"[{d}]" in batch] for batch in batches]
+    assert hosts_per_batch == [["edgelab-a"], ["edgelab-b"]], (
+        f"the canary alone first, then the rest: {hosts_per_batch}"
+    )
+    assert {d: running_release(d) for d in devices} == dict.fromkeys(devices, "0.9.1")
+    assert all("0.9.1" in releases_in_kafka()[d] for d in devices)
+    again = playbook(REPO / "playbooks/edge-upgrade.yml", {**rollout, "edge_agent_version": "0.9.1"})
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert all(counts["changed"] == 0 for counts in recap(again).values()), again.stdout[-3000:]
+
+    bad = playbook(REPO / "playbooks/edge-upgrade.yml", {**rollout, "edge_agent_version": "0.9.2"})
+    assert bad.returncode != 0, bad.stdout[-4000:]
+    assert "edgelab-a: agent release 0.9.2 was not healthy" in bad.stdout, bad.stdout[-4000:]
+    assert "Rolled back to 0.9.1: running, its readings in Kafka again." in bad.stdout, bad.stdout[-4000:]
+    assert {d: running_release(d) for d in devices} == dict.fromkeys(devices, "0.9.1")
+    assert podman("exec", "edgelab-b", "ls", "/opt/edge-agent/releases").split() == [
+        before["edgelab-b"],
+        "0.9.1",
+    ]
+    assert "0.9.2" not in releases_in_kafka()["edgelab-a"], "nothing of the bad release reached the topic"
+
+    resumed = {d: max(sequences()[d]) for d in devices}
+    wait_for(
+        "readings after the rollback",
+        lambda: all(max(s) > resumed[d] + 10 for d, s in sequences().items() if d in devices),
+        timeout=120,
+    )
+    seqs = sequences()
+    print(
+        f"agent roll-out: readings per device { ({d: len(seqs[d]) for d in devices}) }, "
+        f"releases seen in Kafka { {d: sorted(r) for d, r in releases_in_kafka().items()} }"
+    )
     for device in devices:
         got = seqs[device]
         assert sorted(set(got)) == list(range(max(got) + 1)), f"{device}: gap in sequence numbers"

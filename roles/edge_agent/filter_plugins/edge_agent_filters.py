@@ -1,0 +1,72 @@
+"""Filters of the edge_agent role: reading the agent's metrics, and which releases to keep."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def edge_agent_metrics(text: str) -> dict[str, Any]:
+    """The agent's Prometheus text as {name: value}, and {name: {label value: value}} for
+    a labelled family (the agent labels each family by one label at most)."""
+    samples: dict[str, Any] = {}
+    for line in (text or "").splitlines():
+        match = _SAMPLE.match(line)
+        if line.startswith("#") or not match:
+            continue
+        value = float(match["value"])
+        labels = _LABEL.findall(match["labels"] or "")
+        if labels:
+            samples.setdefault(match["name"], {})[labels[0][1]] = value
+        else:
+            samples[match["name"]] = value
+    return samples
+
+
+def edge_agent_release_health(metrics: dict[str, Any], release: str) -> str:
+    """Why the running agent is not yet a healthy `release`; empty when it is: the release
+    running, and at least one reading acknowledged by Kafka since this process started."""
+    running = sorted(metrics.get("edge_agent_build_info") or {})
+    if not running:
+        return "the agent's metrics do not name a release (an agent older than the roll-out check)"
+    if running != [release]:
+        return f"the agent runs release {', '.join(running)}, not {release}"
+    if not metrics.get("edge_agent_readings_sent_total"):
+        return f"release {release} runs, but Kafka has acknowledged no reading since it started"
+    return ""
+
+
+def edge_agent_metrics_health(page: dict[str, Any], release: str) -> str:
+    """edge_agent_release_health of a registered `uri` result for the metrics page; empty when
+    the metrics are off (the task skipped), a reason when the page could not be read."""
+    if page.get("skipped"):
+        return ""
+    if page.get("status") != 200:
+        why = page.get("msg") or page.get("status")
+        return f"the agent's metrics are not reachable ({why}): it is not running"
+    return edge_agent_release_health(edge_agent_metrics(page.get("content", "")), release)
+
+
+def edge_agent_started_ms(page: dict[str, Any], otherwise: float) -> int:
+    """When the agent process started (ms), from a registered metrics page; `otherwise` (seconds)."""
+    started = edge_agent_metrics(page.get("content", "")).get("edge_agent_start_time_seconds")
+    return int(1000 * (started if started else otherwise))
+
+
+def edge_agent_releases_to_prune(found: list[str], keep: list[str]) -> list[str]:
+    """Release directories (paths) whose name is none of `keep` (current and previous release)."""
+    return sorted(path for path in found if path.rstrip("/").rsplit("/", 1)[-1] not in keep)
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "edge_agent_metrics": edge_agent_metrics,
+            "edge_agent_release_health": edge_agent_release_health,
+            "edge_agent_metrics_health": edge_agent_metrics_health,
+            "edge_agent_started_ms": edge_agent_started_ms,
+            "edge_agent_releases_to_prune": edge_agent_releases_to_prune,
+        }
