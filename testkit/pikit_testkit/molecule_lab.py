@@ -150,6 +150,7 @@ def wait_healthy(
         "ssl_certfile": str(pki / "clients/admin.pem"),
         "expect_brokers": brokers,
         "max_quorum_lag": 100,
+        "expect_voters": [],
         "wait_timeout": timeout,
         "disk_warn_share": disk_warn_share,
     }

@@ -25,6 +25,7 @@ def params(broker: str, **overrides: Any) -> dict[str, Any]:
         "remove_extra_acls": False,
         "expect_brokers": 1,
         "max_quorum_lag": 100,
+        "expect_voters": [],
         "wait_timeout": 0,
         "disk_warn_share": 0.85,
         "scram_users": [],
@@ -130,6 +131,16 @@ def test_health_waits_then_fails_when_brokers_are_missing(broker: str) -> None:
     result = kafka_admin.run(params(broker, action="health", expect_brokers=3, wait_timeout=3), check=False)
     assert result["failed"] is True
     assert result["health"]["healthy"] is False
+
+
+def test_health_names_the_voters_and_waits_for_the_expected_ones(broker: str) -> None:
+    result = kafka_admin.run(params(broker, action="health", expect_voters=[1]), check=False)
+    assert result["health"]["quorum_voters"] == [1] and result["health"]["healthy"], result
+    assert result["health"]["quorum_observers"] == [], "a combined node is a voter, not an observer"
+    waiting = kafka_admin.run(
+        params(broker, action="health", expect_voters=[1, 2], wait_timeout=3), check=False
+    )
+    assert waiting["failed"] is True and waiting["health"]["healthy"] is False
 
 
 def test_features_are_read_and_never_lowered(broker: str) -> None:

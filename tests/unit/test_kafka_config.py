@@ -95,6 +95,18 @@ def test_dedicated_layout(tmp_path: Path) -> None:
     assert broker["min.insync.replicas"] == "1"
 
 
+def test_a_dynamic_quorum_names_where_to_find_the_voters(tmp_path: Path) -> None:
+    props = render(tmp_path, DEDICATED, {"kafka_quorum": "dynamic"})
+    controller, broker = props["ctl-2"], props["brk-1"]
+    bootstrap = "127.0.0.11:9093,127.0.0.12:9093,127.0.0.13:9093"
+    for node in (controller, broker):
+        assert node["controller.quorum.bootstrap.servers"] == bootstrap
+        assert "controller.quorum.voters" not in node
+    assert controller["advertised.listeners"] == "CONTROLLER://127.0.0.12:9093"
+    assert "inter.broker.listener.name" not in controller
+    assert broker["inter.broker.listener.name"] == "INTERNAL"
+
+
 def test_tls_policy_and_the_sasl_listener(tmp_path: Path) -> None:
     props = render(tmp_path, DEDICATED, {"kafka_sasl_port": 9095})
     broker, controller = props["brk-1"], props["ctl-1"]
@@ -150,7 +162,7 @@ def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("controllers", "brokers", "extra", "message"),
     [
-        (2, 3, {}, "group kafka_controller has 2 hosts"),
+        (2, 3, {}, "group kafka_controller less kafka_controllers_decommissioned has 2 hosts"),
         (
             3,
             3,
@@ -158,6 +170,18 @@ def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
             "kafka_default_replication_factor=4 must be at most the",
         ),
         (3, 3, {"kafka_min_insync_replicas": 3}, "kafka_min_insync_replicas=3"),
+        (
+            3,
+            3,
+            {"kafka_controllers_decommissioned": ["pi-1"], "kafka_quorum": "static"},
+            "only a dynamic quorum (kafka_quorum: dynamic) changes its voters",
+        ),
+        (
+            3,
+            3,
+            {"kafka_controllers_decommissioned": ["pi-1", "pi-2"], "kafka_quorum": "dynamic"},
+            "pi-1, pi-2 not a dedicated controller",
+        ),
         (3, 3, {"kafka_node_id": 7}, "kafka_node_id is not unique"),
         (3, 3, {"kafka_internal_port": 9092}, "must differ"),
         (3, 3, {"kafka_heap_mb": "lots"}, "kafka_heap_mb"),

@@ -46,6 +46,38 @@ def test_voters_list_each_controller_as_id_at_address_and_port() -> None:
     assert load().kafka_voters(nodes, "9093") == "1@10.0.0.1:9093,2@pi-2.lan:9093"
 
 
+def test_initial_controllers_give_each_voter_its_directory_id() -> None:
+    nodes = [{"id": 1, "address": "10.0.0.1"}, {"id": 2, "address": "pi-2.lan"}]
+    ids = ["J8mqMmNkQqq1Y9rYf8hWXw", "b2-kXYNcT8uOdwaBXsrY-Q"]
+    assert load().kafka_initial_controllers(nodes, 9093, ids) == (
+        "1@10.0.0.1:9093:J8mqMmNkQqq1Y9rYf8hWXw,2@pi-2.lan:9093:b2-kXYNcT8uOdwaBXsrY-Q"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ids", "why"),
+    [
+        (["J8mqMmNkQqq1Y9rYf8hWXw"], "need 2 distinct directory ids"),
+        (["J8mqMmNkQqq1Y9rYf8hWXw", "J8mqMmNkQqq1Y9rYf8hWXw"], "need 2 distinct directory ids"),
+        (["J8mqMmNkQqq1Y9rYf8hWXw", "not an id"], "is not a Kafka Uuid"),
+    ],
+)
+def test_initial_controllers_refuse_missing_shared_or_malformed_ids(ids: list[str], why: str) -> None:
+    nodes = [{"id": 1, "address": "10.0.0.1"}, {"id": 2, "address": "10.0.0.2"}]
+    with pytest.raises(ValueError, match=why):
+        load().kafka_initial_controllers(nodes, 9093, ids)
+
+
+def test_a_dynamic_quorum_advertises_the_controller_listener() -> None:
+    controller = filters.kafka_listeners("10.0.0.3", False, True, PORTS, True)
+    assert controller["advertised"] == "CONTROLLER://10.0.0.3:9093"
+    combined = filters.kafka_listeners("10.0.0.1", True, True, PORTS, True)
+    assert combined["advertised"].split(",")[-1] == "CONTROLLER://10.0.0.1:9093"
+    assert (
+        filters.kafka_listeners("10.0.0.2", True, False, PORTS, True)["advertised"].count("CONTROLLER") == 0
+    )
+
+
 def test_restart_order_is_dedicated_controllers_then_combined_nodes_then_brokers() -> None:
     controllers = ["c1", "both-1", "c2", "both-2"]
     brokers = ["b1", "both-2", "both-1", "b2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
@@ -29,13 +30,30 @@ def kafka_voters(nodes: list[dict[str, Any]], port: int) -> str:
     return ",".join(f"{node['id']}@{node['address']}:{int(port)}" for node in nodes)
 
 
-def kafka_listeners(address: str, broker: bool, controller: bool, ports: dict[str, Any]) -> dict[str, str]:
+def kafka_initial_controllers(nodes: list[dict[str, Any]], port: int, directory_ids: list[str]) -> str:
+    """`kafka-storage format --initial-controllers` of a new dynamic quorum: id@address:port:directory
+    id for each controller, each given one of `directory_ids` (fresh Kafka Uuids), in order."""
+    if len(directory_ids) != len(nodes) or len(set(directory_ids)) != len(directory_ids):
+        raise ValueError(f"need {len(nodes)} distinct directory ids, got {directory_ids}")
+    for uuid in directory_ids:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{22}", uuid):
+            raise ValueError(f"{uuid!r} is not a Kafka Uuid (22 base64url characters)")
+    return ",".join(
+        f"{node['id']}@{node['address']}:{int(port)}:{uuid}"
+        for node, uuid in zip(nodes, directory_ids, strict=True)
+    )
+
+
+def kafka_listeners(
+    address: str, broker: bool, controller: bool, ports: dict[str, Any], advertise_controller: bool = False
+) -> dict[str, str]:
     """One node's `listeners`, `advertised.listeners` and `listener.security.protocol.map`.
 
     `ports`: client, internal, controller, and sasl and plaintext (0 turns them off). A broker
-    listens on CLIENT and INTERNAL (and SASL, PLAINTEXT when on), a controller on CONTROLLER;
-    the controller's listener is not advertised. The protocol map names every listener the
-    cluster may use, so that it reads the same on every node."""
+    listens on CLIENT and INTERNAL (and SASL, PLAINTEXT when on), a controller on CONTROLLER.
+    The controller's listener is advertised only in a dynamic quorum (`advertise_controller`),
+    where a voter is known by the endpoint it advertises. The protocol map names every listener
+    the cluster may use, so that it reads the same on every node."""
     sasl, plaintext = int(ports["sasl"]), int(ports["plaintext"])
     named: list[tuple[str, int]] = []
     if broker:
@@ -45,6 +63,8 @@ def kafka_listeners(address: str, broker: bool, controller: bool, ports: dict[st
     advertised = [f"{name}://{address}:{port}" for name, port in named]
     if controller:
         named.append(("CONTROLLER", int(ports["controller"])))
+        if advertise_controller:
+            advertised.append(f"CONTROLLER://{address}:{int(ports['controller'])}")
     protocols = ["CLIENT:SSL", "INTERNAL:SSL", "CONTROLLER:SSL"]
     protocols += ["SASL:SASL_SSL"] if sasl > 0 else []
     protocols += ["PLAINTEXT:PLAINTEXT"] if plaintext > 0 else []
@@ -107,6 +127,7 @@ class FilterModule:
         return {
             "kafka_scram_format_args": kafka_scram_format_args,
             "kafka_voters": kafka_voters,
+            "kafka_initial_controllers": kafka_initial_controllers,
             "kafka_listeners": kafka_listeners,
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,

@@ -20,7 +20,8 @@ description:
     It creates the listed SCRAM-SHA-512 users and resets a user's password when a login with the
     listed one fails on I(sasl_bootstrap_servers); users it does not list are reported as drift.
   - C(action=health) reports under-replicated and offline partitions, registered brokers and the
-    metadata quorum's voter lag; with I(wait_timeout) it waits until the cluster is healthy.
+    metadata quorum's voters, observers and voter lag; with I(wait_timeout) it waits until the cluster
+    is healthy (with I(expect_voters), until the voters are those).
     It also reports each broker's log directories (size, free, share used) and warns about one
     fuller than I(disk_warn_share); a full disk warns, it does not fail the gate.
   - C(action=features) reports the cluster's finalized feature levels, and raises each one listed
@@ -44,6 +45,7 @@ options:
   remove_extra_acls: {type: bool, default: false, description: Delete ACLs that are not listed.}
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
+  expect_voters: {type: list, elements: int, default: [], description: Health needs exactly these voters.}
   wait_timeout: {type: int, default: 0, description: Seconds to wait for health (0 reports once).}
   disk_warn_share: {type: float, default: 0.85, description: Warn about a log directory fuller than this.}
   scram_users: {type: list, elements: dict, default: [], description: "SCRAM users, {name, password}."}
@@ -324,7 +326,11 @@ def disk_report(admin: Any, warn_share: float) -> tuple[dict[str, Any], list[str
 
 
 def health_report(
-    admin: Any, expect_brokers: int, max_lag: int, disk_warn_share: float = 1.0
+    admin: Any,
+    expect_brokers: int,
+    max_lag: int,
+    disk_warn_share: float = 1.0,
+    expect_voters: list[int] | None = None,
 ) -> dict[str, Any]:
     urp, offline = [], []
     for topic in admin.describe_topics():
@@ -338,12 +344,14 @@ def health_report(
     quorum = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
     hwm = quorum["high_watermark"]
     lag = {v["replica_id"]: max(0, hwm - v["log_end_offset"]) for v in quorum["current_voters"]}
+    voters = sorted(lag)
     healthy = (
         not urp
         and not offline
         and len(brokers) >= expect_brokers
         and all(v <= max_lag for v in lag.values())
         and quorum["leader_id"] >= 0
+        and (not expect_voters or voters == sorted(expect_voters))
     )
     disks, disk_warnings = disk_report(admin, disk_warn_share)
     return {
@@ -353,6 +361,8 @@ def health_report(
         "brokers": brokers,
         "quorum_leader": quorum["leader_id"],
         "quorum_lag": lag,
+        "quorum_voters": voters,
+        "quorum_observers": sorted(o["replica_id"] for o in quorum.get("observers", [])),
         "disks": disks,
         "disk_warnings": disk_warnings,
     }
@@ -525,7 +535,11 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
                 admin = connect(params)
                 try:
                     report = health_report(
-                        admin, params["expect_brokers"], params["max_quorum_lag"], params["disk_warn_share"]
+                        admin,
+                        params["expect_brokers"],
+                        params["max_quorum_lag"],
+                        params["disk_warn_share"],
+                        params["expect_voters"],
                     )
                 finally:
                     admin.close()
@@ -585,6 +599,7 @@ def main() -> None:
             "remove_extra_acls": {"type": "bool", "default": False},
             "expect_brokers": {"type": "int", "default": 0},
             "max_quorum_lag": {"type": "int", "default": 100},
+            "expect_voters": {"type": "list", "elements": "int", "default": []},
             "wait_timeout": {"type": "int", "default": 0},
             "disk_warn_share": {"type": "float", "default": 0.85},
             "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
