@@ -77,7 +77,7 @@ OPS_SCENARIOS = {
     ("kafka", "upgrade"): "a Kafka upgrade from the previous release and its finalize under a producer; "
     "make test's scenarios run the kit's release only",
     ("kafka", "scale"): "a broker added, filled and taken out again under a producer (kafka-rebalance.yml)",
-    ("kafka", "quorum"): "a dynamic controller quorum, 3 to 5 voters and back to 3, under a producer",
+    ("kafka", "quorum"): "a static quorum made dynamic, then 3 to 5 voters and back to 3, under a producer",
 }
 
 

@@ -61,7 +61,7 @@ def render(
 
 
 def test_combined_layout(tmp_path: Path) -> None:
-    props = render(tmp_path, COMBINED)
+    props = render(tmp_path, COMBINED, {"kafka_quorum": "static"})
     assert sorted(props) == ["pi-1", "pi-2", "pi-3"]
     one = props["pi-1"]
     assert one["process.roles"] == "broker,controller"
@@ -81,7 +81,7 @@ def test_combined_layout(tmp_path: Path) -> None:
 
 
 def test_dedicated_layout(tmp_path: Path) -> None:
-    props = render(tmp_path, DEDICATED)
+    props = render(tmp_path, DEDICATED, {"kafka_quorum": "static"})
     controller, broker = props["ctl-2"], props["brk-1"]
     assert controller["process.roles"] == "controller"
     assert controller["listeners"] == "CONTROLLER://0.0.0.0:9093"
@@ -95,8 +95,8 @@ def test_dedicated_layout(tmp_path: Path) -> None:
     assert broker["min.insync.replicas"] == "1"
 
 
-def test_a_dynamic_quorum_names_where_to_find_the_voters(tmp_path: Path) -> None:
-    props = render(tmp_path, DEDICATED, {"kafka_quorum": "dynamic"})
+def test_a_new_cluster_gets_a_dynamic_quorum_unless_told_otherwise(tmp_path: Path) -> None:
+    props = render(tmp_path, DEDICATED)
     controller, broker = props["ctl-2"], props["brk-1"]
     bootstrap = "127.0.0.11:9093,127.0.0.12:9093,127.0.0.13:9093"
     for node in (controller, broker):
@@ -174,7 +174,7 @@ def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
             3,
             3,
             {"kafka_controllers_decommissioned": ["pi-1"], "kafka_quorum": "static"},
-            "only a dynamic quorum (kafka_quorum: dynamic) changes its voters",
+            "only a dynamic quorum changes its voters, and kafka_quorum is static",
         ),
         (
             3,

@@ -1,12 +1,14 @@
-"""Verify a dynamic controller quorum (KIP-853) growing from 3 to 5 voters and back to 3 under a producer.
+"""Verify a static controller quorum made dynamic (KIP-853), then grown from 3 to 5 voters and back to 3.
 
-Three dedicated controllers and two brokers start as a dynamic quorum (kafka_quorum: dynamic). The
-two spare nodes (KAFKA_TEST_JOINING) are put in kafka_controller with an inventory file of the
-test's own, as a user edits an inventory, and kafka.yml takes them in one at a time; then two of
-the first three are listed in kafka_controllers_decommissioned and kafka.yml lets them go. The
-quorum is sampled every second throughout: it always has a leader among its voters, and its voters
-change one at a time. A producer (acks=all) runs throughout; every acknowledged record must be read
-back once, in order.
+Three dedicated controllers and two brokers start with a static quorum (kafka_quorum: static, as
+the kit made clusters before). kafka_quorum: dynamic converts it (kraft.version 1, then the nodes
+restart one at a time onto controller.quorum.bootstrap.servers). Then, with kafka_quorum left at
+its default (auto: the cluster keeps the kind it runs), the two spare nodes (KAFKA_TEST_JOINING) are
+put in kafka_controller with an inventory file of the test's own, as a user edits an inventory, and
+the playbook takes them in one at a time; then two of the first three are listed in
+kafka_controllers_decommissioned and the playbook lets them go. The quorum is sampled every second
+throughout: it always has a leader among its voters, and its voters change one at a time. A
+producer (acks=all) runs throughout; every acknowledged record must be read back once, in order.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pikit_testkit.molecule_lab import (
 )
 
 from pikit import REPO
+from pikit.kafka_admin import kafka_admin
 
 NODES = scenario_nodes()
 CONTROLLERS = [name for name, _, roles in NODES if "c" in roles]
@@ -50,7 +53,7 @@ BROKER_IDS = {name: len(CONTROLLERS) + i for i, name in enumerate(BROKERS, start
 LEAVING = CONTROLLERS[:2]
 # common, then kafka, as site.yml runs them: a new controller needs the service user first.
 KAFKA = REPO / "roles/kafka/molecule/default/converge.yml"
-DYNAMIC = {"kafka_quorum": "dynamic"}
+AUTO: dict[str, Any] = {}  # kafka_quorum: auto, the default
 TOPIC = "verify-quorum"
 
 if not CONTROLLERS or len(JOINING) != 2:
@@ -110,35 +113,63 @@ def grown_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_cluster_starts_with_its_controllers_as_voters() -> None:
+def features() -> dict[str, int]:
+    result = kafka_admin.run(
+        {
+            "action": "features",
+            "bootstrap_servers": BOOTSTRAP,
+            "security_protocol": "SSL",
+            "ssl_cafile": str(PKI / "ca.crt"),
+            "ssl_certfile": str(PKI / "clients/admin.pem"),
+            "feature_levels": {},
+        },
+        check=False,
+    )
+    return dict(result["features"])
+
+
+def test_a_static_quorum_is_made_dynamic_under_a_producer() -> None:
     health = wait_healthy(BOOTSTRAP, PKI, len(BROKERS))
     assert health["quorum_voters"] == [1, 2, 3]
-    config = podman("exec", CONTROLLERS[0], "cat", "/etc/kafka/server.properties")
-    assert "controller.quorum.bootstrap.servers=" in config and "controller.quorum.voters" not in config
-
-
-# Each step restarts the running nodes one at a time behind the health gate: minutes on 2 cores.
-@pytest.mark.timeout(2400)
-def test_controllers_join_and_leave_one_at_a_time_under_a_producer(grown_inventory: Path) -> None:
+    assert features().get("kraft.version", 0) == 0, "the scenario starts with a static quorum"
+    assert "controller.quorum.voters=" in podman("exec", CONTROLLERS[0], "cat", "/etc/kafka/server.properties")
     admin = KafkaAdminClient(**options())
     try:
         admin.create_topics([NewTopic(TOPIC, 4, 2)])
     finally:
         admin.close()
     sender = AckedProducer(options())
+    with producing(sender, TOPIC):
+        began = time.monotonic()
+        converted = playbook(KAFKA, {"kafka_quorum": "dynamic"})
+        assert converted.returncode == 0, converted.stdout[-6000:]
+        took = round(time.monotonic() - began)
+    consumed = consume_all(TOPIC, options())
+    print(f"\nconversion: {took} s; sent {sender.sent}, acknowledged {len(sender.acked)}, read back {len(consumed)}")
+    assert features()["kraft.version"] == 1
+    assert wait_healthy(BOOTSTRAP, PKI, len(BROKERS))["quorum_voters"] == [1, 2, 3]
+    for name, _, _ in NODES:
+        config = podman("exec", name, "cat", "/etc/kafka/server.properties")
+        assert "controller.quorum.bootstrap.servers=" in config and "controller.quorum.voters" not in config, name
+    assert sender.failed == 0
+    assert_every_ack_once_in_order(sender.acked, consumed)
+
+
+# Each step restarts the running nodes one at a time behind the health gate: minutes on 2 cores.
+@pytest.mark.timeout(2400)
+def test_controllers_join_and_leave_one_at_a_time_under_a_producer(grown_inventory: Path) -> None:
+    sender = AckedProducer(options(), first=1_000_000)  # after the conversion's records, in every key
     samples: list[tuple[float, dict[str, Any] | None]] = []
     timings = {}
     with producing(sender, TOPIC), sampling_the_quorum(samples):
         began = time.monotonic()
-        grown = playbook(KAFKA, DYNAMIC, also=grown_inventory)
+        grown = playbook(KAFKA, AUTO, also=grown_inventory)
         assert grown.returncode == 0, grown.stdout[-6000:]
         timings["3 -> 5"] = round(time.monotonic() - began)
         five = quorum()
 
         began = time.monotonic()
-        shrunk = playbook(
-            KAFKA, {**DYNAMIC, "kafka_controllers_decommissioned": LEAVING}, also=grown_inventory
-        )
+        shrunk = playbook(KAFKA, {"kafka_controllers_decommissioned": LEAVING}, also=grown_inventory)
         assert shrunk.returncode == 0, shrunk.stdout[-6000:]
         timings["5 -> 3"] = round(time.monotonic() - began)
         three = quorum()
@@ -176,13 +207,15 @@ def test_controllers_join_and_leave_one_at_a_time_under_a_producer(grown_invento
 
 
 def test_a_second_run_changes_nothing(grown_inventory: Path) -> None:
-    again = playbook(KAFKA, {**DYNAMIC, "kafka_controllers_decommissioned": LEAVING}, also=grown_inventory)
+    again = playbook(KAFKA, {"kafka_controllers_decommissioned": LEAVING}, also=grown_inventory)
     assert again.returncode == 0, again.stdout[-5000:]
     assert all(c["changed"] == 0 for c in recap(again).values()), recap(again)
 
 
-def test_the_kind_of_quorum_is_not_changed_by_the_inventory(grown_inventory: Path) -> None:
-    refused = playbook(KAFKA, {"kafka_controllers_decommissioned": []}, also=grown_inventory)
+def test_a_dynamic_quorum_is_not_made_static_again(grown_inventory: Path) -> None:
+    refused = playbook(
+        KAFKA, {"kafka_quorum": "static", "kafka_controllers_decommissioned": LEAVING}, also=grown_inventory
+    )
     assert refused.returncode != 0
-    assert "runs a dynamic quorum (its server.properties), but kafka_quorum is static" in refused.stdout
+    assert "a dynamic quorum cannot become static again" in refused.stdout
     assert all(c["changed"] == 0 for c in recap(refused).values()), recap(refused)
