@@ -132,7 +132,9 @@ def test_a_static_quorum_is_made_dynamic_under_a_producer() -> None:
     health = wait_healthy(BOOTSTRAP, PKI, len(BROKERS))
     assert health["quorum_voters"] == [1, 2, 3]
     assert features().get("kraft.version", 0) == 0, "the scenario starts with a static quorum"
-    assert "controller.quorum.voters=" in podman("exec", CONTROLLERS[0], "cat", "/etc/kafka/server.properties")
+    assert "controller.quorum.voters=" in podman(
+        "exec", CONTROLLERS[0], "cat", "/etc/kafka/server.properties"
+    )
     admin = KafkaAdminClient(**options())
     try:
         admin.create_topics([NewTopic(TOPIC, 4, 2)])
@@ -145,12 +147,17 @@ def test_a_static_quorum_is_made_dynamic_under_a_producer() -> None:
         assert converted.returncode == 0, converted.stdout[-6000:]
         took = round(time.monotonic() - began)
     consumed = consume_all(TOPIC, options())
-    print(f"\nconversion: {took} s; sent {sender.sent}, acknowledged {len(sender.acked)}, read back {len(consumed)}")
+    print(
+        f"\nconversion: {took} s; sent {sender.sent}, acknowledged {len(sender.acked)},"
+        f" read back {len(consumed)}"
+    )
     assert features()["kraft.version"] == 1
     assert wait_healthy(BOOTSTRAP, PKI, len(BROKERS))["quorum_voters"] == [1, 2, 3]
     for name, _, _ in NODES:
         config = podman("exec", name, "cat", "/etc/kafka/server.properties")
-        assert "controller.quorum.bootstrap.servers=" in config and "controller.quorum.voters" not in config, name
+        assert (
+            "controller.quorum.bootstrap.servers=" in config and "controller.quorum.voters" not in config
+        ), name
     assert sender.failed == 0
     assert_every_ack_once_in_order(sender.acked, consumed)
 
