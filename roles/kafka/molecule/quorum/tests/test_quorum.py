@@ -220,9 +220,8 @@ def test_a_second_run_changes_nothing(grown_inventory: Path) -> None:
 
 
 def test_a_dynamic_quorum_is_not_made_static_again(grown_inventory: Path) -> None:
-    refused = playbook(
-        KAFKA, {"kafka_quorum": "static", "kafka_controllers_decommissioned": LEAVING}, also=grown_inventory
-    )
+    refused = playbook(KAFKA, {"kafka_quorum": "static"}, also=grown_inventory)
+    said = " ".join((refused.stdout + refused.stderr).split())  # the callback wraps long messages
     assert refused.returncode != 0
-    assert "a dynamic quorum cannot become static again" in refused.stdout
+    assert "a dynamic quorum cannot become static again" in said, said[-3000:]
     assert all(c["changed"] == 0 for c in recap(refused).values()), recap(refused)
