@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaTimeoutError
 
 from pikit import REPO
@@ -157,6 +158,15 @@ def wait_healthy(
     result = kafka_admin.run(params, check=False)
     assert not result["failed"], f"cluster not healthy: {result['health']}"
     return dict(result["health"])
+
+
+def finalized_features(bootstrap: list[str], pki: Path) -> dict[str, int]:
+    """The cluster's finalized feature levels, as the kafka role's own module reads them."""
+    admin = KafkaAdminClient(**admin_options(bootstrap, pki))
+    try:
+        return dict(kafka_admin.finalized_features(admin))
+    finally:
+        admin.close()
 
 
 def admin_options(bootstrap: list[str], pki: Path) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pikit_testkit.molecule_lab import (
     admin_options,
     assert_every_ack_once_in_order,
     consume_all,
+    finalized_features,
     playbook,
     podman,
     producing,
@@ -39,7 +40,6 @@ from pikit_testkit.molecule_lab import (
 )
 
 from pikit import REPO
-from pikit.kafka_admin import kafka_admin
 
 NODES = scenario_nodes()
 CONTROLLERS = [name for name, _, roles in NODES if "c" in roles]
@@ -113,25 +113,12 @@ def grown_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def features() -> dict[str, int]:
-    result = kafka_admin.run(
-        {
-            "action": "features",
-            "bootstrap_servers": BOOTSTRAP,
-            "security_protocol": "SSL",
-            "ssl_cafile": str(PKI / "ca.crt"),
-            "ssl_certfile": str(PKI / "clients/admin.pem"),
-            "feature_levels": {},
-        },
-        check=False,
-    )
-    return dict(result["features"])
-
-
 def test_a_static_quorum_is_made_dynamic_under_a_producer() -> None:
     health = wait_healthy(BOOTSTRAP, PKI, len(BROKERS))
     assert health["quorum_voters"] == [1, 2, 3]
-    assert features().get("kraft.version", 0) == 0, "the scenario starts with a static quorum"
+    assert finalized_features(BOOTSTRAP, PKI).get("kraft.version", 0) == 0, (
+        "the scenario starts with a static quorum"
+    )
     assert "controller.quorum.voters=" in podman(
         "exec", CONTROLLERS[0], "cat", "/etc/kafka/server.properties"
     )
@@ -151,7 +138,7 @@ def test_a_static_quorum_is_made_dynamic_under_a_producer() -> None:
         f"\nconversion: {took} s; sent {sender.sent}, acknowledged {len(sender.acked)},"
         f" read back {len(consumed)}"
     )
-    assert features()["kraft.version"] == 1
+    assert finalized_features(BOOTSTRAP, PKI)["kraft.version"] == 1
     assert wait_healthy(BOOTSTRAP, PKI, len(BROKERS))["quorum_voters"] == [1, 2, 3]
     for name, _, _ in NODES:
         config = podman("exec", name, "cat", "/etc/kafka/server.properties")

@@ -20,6 +20,7 @@ from pikit_testkit.molecule_lab import (
     admin_options,
     assert_every_ack_once_in_order,
     consume_all,
+    finalized_features,
     playbook,
     podman,
     producing,
@@ -31,7 +32,6 @@ from pikit_testkit.molecule_lab import (
 )
 
 from pikit import REPO, role_default
-from pikit.kafka_admin import kafka_admin
 
 NODES = [name for name, _, _ in scenario_nodes()]
 BOOTSTRAP = [f"{address}:9092" for _, address, roles in scenario_nodes() if "b" in roles]
@@ -54,14 +54,6 @@ def ssl_options() -> dict[str, Any]:
 
 def health(timeout: int = 240) -> dict[str, Any]:
     return wait_healthy(BOOTSTRAP, PKI, len(NODES), timeout)
-
-
-def features() -> dict[str, int]:
-    admin = KafkaAdminClient(**ssl_options())
-    try:
-        return dict(kafka_admin.finalized_features(admin))
-    finally:
-        admin.close()
 
 
 def installed(node: str) -> str:
@@ -90,7 +82,7 @@ def active_controller_other_than(node: str) -> str:
 @pytest.fixture(scope="module")
 def before() -> dict[str, Any]:
     health()
-    return {"releases": {n: installed(n) for n in NODES}, "features": features()}
+    return {"releases": {n: installed(n) for n in NODES}, "features": finalized_features(BOOTSTRAP, PKI)}
 
 
 def test_the_cluster_starts_at_the_previous_release(before: dict[str, Any]) -> None:
@@ -126,7 +118,7 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
         assert upgrade.returncode == 0, upgrade.stdout[-5000:]
         upgraded = time.monotonic()
         mid = {"releases": {n: installed(n) for n in NODES}, "running": {n: running(n) for n in NODES}}
-        mid_features = features()
+        mid_features = finalized_features(BOOTSTRAP, PKI)
         finalize = playbook(UPGRADE, {"kafka_version": TO, "finalize": True})
         assert finalize.returncode == 0, finalize.stdout[-5000:]
     finished = time.monotonic()
@@ -134,7 +126,8 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
     steps = restarts(upgrade)
     print(
         f"\nupgrade {FROM} -> {TO}: {upgraded - started:.0f}s, finalize {finished - upgraded:.0f}s; "
-        f"restarts {steps}; features {before['features']} -> {features()}; sent {sender.sent}, "
+        f"restarts {steps}; features {before['features']} -> {finalized_features(BOOTSTRAP, PKI)}; "
+        f"sent {sender.sent}, "
         f"acknowledged {len(sender.acked)}, failed {sender.failed}, read back {len(consumed)}"
     )
     assert [host for host, _ in steps][-1] == leader, "the active controller restarts last"
@@ -142,7 +135,7 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
     assert all("version" in reasons for _, reasons in steps), steps
     assert mid == {"releases": {n: TO for n in NODES}, "running": {n: TO for n in NODES}}
     assert mid_features == before["features"], "nothing finalized before it was asked for"
-    after = features()
+    after = finalized_features(BOOTSTRAP, PKI)
     assert after["metadata.version"] > before["features"]["metadata.version"]
     kraft_before = before["features"].get("kraft.version", 0)
     assert after.get("kraft.version", 0) == kraft_before, "the quorum stays static"
