@@ -234,6 +234,27 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     manifest.record(rel, "maven-central")
 
 
+def fetch_jmx_exporter(manifest: Manifest, version: str) -> None:
+    """Prometheus's JMX exporter javaagent: one shaded jar, checked by Maven against Central's sums."""
+    name = f"jmx_prometheus_javaagent-{version}.jar"
+    rel = f"metrics/{name}"
+    if manifest.verified(rel):
+        say(f"{rel}: cached and verified")
+        return
+    dest = cache_dir() / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if _user_file(manifest, rel):
+        return
+    log = cache_dir() / ".logs" / "jmx-exporter-maven.log"
+    with phase(f"resolve {name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
+        libs = Path(work) / "libs"
+        maven_closure([("io.prometheus.jmx", "jmx_prometheus_javaagent", version)], libs, log)
+        if not (libs / name).exists():
+            die(f"Maven did not deliver {name}; see {log}")
+        shutil.copyfile(libs / name, dest)
+    manifest.record(rel, "maven-central")
+
+
 def _artifact_name(jar: str) -> str:
     """`kafka-clients-3.9.0.jar` -> `kafka-clients` (what two versions of one library share)."""
     return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
@@ -382,6 +403,7 @@ COMPONENTS: dict[str, Callable[[Manifest], None]] = {
     "kafka": lambda m: fetch_kafka(
         m, role_default("kafka", "kafka_version"), role_default("kafka", "kafka_scala_version")
     ),
+    "metrics": lambda m: fetch_jmx_exporter(m, role_default("kafka", "kafka_jmx_exporter_version")),
     "spark": lambda m: fetch_spark(
         m, role_default("spark", "spark_version"), role_default("spark", "spark_scala_version")
     ),

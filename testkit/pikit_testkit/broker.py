@@ -30,11 +30,22 @@ def cached_kafka() -> Path:
     return REPO / "artifacts" / name
 
 
+def cached_jmx_exporter() -> Path:
+    """The JMX exporter javaagent the kafka role installs, from the artifact cache."""
+    rel = f"metrics/jmx_prometheus_javaagent-{role_default('kafka', 'kafka_jmx_exporter_version')}.jar"
+    manifest = json.loads((REPO / "artifacts/MANIFEST.json").read_text())
+    assert rel in manifest["files"], f"{rel} is not in the artifact cache: run `make artifacts` first"
+    return REPO / "artifacts" / rel
+
+
 class LocalBroker:
     """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener, and
-    with `sasl` as well a SASL_SSL listener taking SCRAM-SHA-512 (`sasl_address`)."""
+    with `sasl` as well a SASL_SSL listener taking SCRAM-SHA-512 (`sasl_address`). With `metrics`
+    it runs the kafka role's JMX exporter and rules, served at `metrics_url`."""
 
-    def __init__(self, work: Path, tls: tuple[Path, Path] | None = None, sasl: bool = False) -> None:
+    def __init__(
+        self, work: Path, tls: tuple[Path, Path] | None = None, sasl: bool = False, metrics: bool = False
+    ) -> None:
         assert tls or not sasl, "the SASL_SSL listener needs tls"
         self.work = work
         with tarfile.open(cached_kafka()) as tar:
@@ -92,6 +103,12 @@ class LocalBroker:
             )
         )
         self.java = ["java", "-Xmx384m", "-cp", f"{self.home}/libs/*"]
+        self.metrics_url, self.agent = "", []
+        if metrics:
+            port = free_port()
+            rules = REPO / "roles/kafka/files/jmx-exporter.yml"
+            self.metrics_url = f"http://127.0.0.1:{port}/metrics"
+            self.agent = [f"-javaagent:{cached_jmx_exporter()}=127.0.0.1:{port}:{rules}"]
         subprocess.run(
             [*self.java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", self.props],
             check=True,
@@ -102,7 +119,9 @@ class LocalBroker:
     def start(self, timeout: float = 90) -> None:
         log = (self.work / "kafka.log").open("ab")
         self.proc = subprocess.Popen(
-            [*self.java, "kafka.Kafka", self.props], stdout=log, stderr=subprocess.STDOUT
+            [self.java[0], *self.agent, *self.java[1:], "kafka.Kafka", self.props],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
