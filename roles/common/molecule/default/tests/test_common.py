@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
+from pikit.prometheus import Sample, scrape, value, values
+
 JVM_GROUPS = {"kafka_controller", "kafka_broker", "spark_master", "spark_worker"}
+# The scenario's nodes (molecule.yml).
+ADDRESSES = {"common-kafka": "10.89.78.11", "common-spark": "10.89.78.12", "common-edge": "10.89.78.13"}
 USER_GROUPS = {
     "kafka": {"kafka_controller", "kafka_broker"},
     "spark": {"spark_master", "spark_worker"},
@@ -47,11 +51,7 @@ def test_service_user_and_data_dir(host: Any, groups: set[str], user: str) -> No
 def test_etc_hosts_lists_every_node(host: Any) -> None:
     hosts = host.file("/etc/hosts").content_string
     assert "127.0.0.1\tlocalhost" in hosts
-    for name, ip in {
-        "common-kafka": "10.89.78.11",
-        "common-spark": "10.89.78.12",
-        "common-edge": "10.89.78.13",
-    }.items():
+    for name, ip in ADDRESSES.items():
         assert f"{ip}\t{name}" in hosts
         assert host.addr(name).ip_addresses == [ip] or ip in host.addr(name).ip_addresses
 
@@ -73,3 +73,40 @@ def test_ssh_password_logins_off(host: Any) -> None:
     effective = host.run("sshd -T").stdout
     assert "passwordauthentication no" in effective
     assert "permitrootlogin without-password" in effective
+
+
+def _node_metrics(host: Any) -> list[Sample]:
+    address = ADDRESSES[host.ansible.get_variables()["inventory_hostname"]]
+    return scrape(f"http://{address}:9100/metrics", timeout=20)
+
+
+def test_node_exporter_serves_disk_and_memory_on_the_cluster_address_only(host: Any) -> None:
+    samples = _node_metrics(host)
+    assert values(samples, "node_filesystem_avail_bytes"), "no filesystem metrics"
+    assert (value(samples, "node_memory_MemTotal_bytes") or 0) > 0
+    assert host.run("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9100), 5)\"").rc != 0
+
+
+def test_pi_throttling_flags_are_absent_without_a_pi_and_read_from_vcgencmd_on_one(host: Any) -> None:
+    assert value(_node_metrics(host), "pi_throttled", flag="throttled_now") is None
+    fake = "/usr/local/bin/vcgencmd"
+    host.run(f"printf '#!/bin/sh\\necho throttled=0x50005\\n' > {fake} && chmod 755 {fake}")
+    try:
+        assert host.run("systemctl start pikit-pi-throttled.service").rc == 0
+        samples = _node_metrics(host)
+        flags = {s.labels["flag"]: s.value for s in samples if s.name == "pi_throttled"}
+        assert flags == {
+            "under_voltage_now": 1,
+            "arm_freq_capped_now": 0,
+            "throttled_now": 1,
+            "soft_temp_limit_now": 0,
+            "under_voltage_occurred": 1,
+            "arm_freq_capped_occurred": 0,
+            "throttled_occurred": 1,
+            "soft_temp_limit_occurred": 0,
+        }
+    finally:
+        host.run(f"rm -f {fake}")
+    assert host.run("systemctl start pikit-pi-throttled.service").rc == 0
+    assert value(_node_metrics(host), "pi_throttled", flag="throttled_now") is None
+    assert host.service("pikit-pi-throttled.timer").is_enabled
