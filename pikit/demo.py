@@ -20,6 +20,9 @@ from pikit import REPO, role_default
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
+from pikit.site import Site
+from pikit.status import collect
+from pikit.status_render import text
 from pikit.topic import mtls_client, read_to_end
 
 
@@ -220,6 +223,12 @@ def save_picture(
     return out
 
 
+def show_status() -> None:
+    """The same screen as `pikit status` on the lab."""
+    site = Site.load(REPO / "inventory/lab")
+    print("\n" + text(collect(site), color=sys.stdout.isatty()))
+
+
 def main() -> None:
     spec = spec_from_inventory(REPO / "inventory/lab")
     inventory = _inventory()
@@ -254,8 +263,10 @@ Log in to a node:    ssh -i {ssh_key()} root@{spec.nodes[0].ip}
 Services:            journalctl -u kafka | -u spark-master | -u spark-worker | -u spark-app-sensor-aggregates
 Submit an app:       .venv/bin/ansible-playbook playbooks/submit.yml -e app=daily_rollup
 Re-run the playbook: .venv/bin/ansible-playbook playbooks/site.yml   (a second run reports changed=0)
+Site health:         .venv/bin/pikit status   (--json for scripts, --html FILE for a page)
 Stop everything:     make lab-down"""
     )
+    show_status()
 
 
 if __name__ == "__main__":

@@ -48,8 +48,11 @@ def main(argv: list[str] | None = None) -> None:
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
         judged = judge(batch, store.before(batch_id), rules)
         if judged.alerts:
-            sink.write(batch_id, {args.alerts_topic: as_kafka_records(judged.alerts)})
+            records = as_kafka_records(judged.alerts)
+            if sink.write(batch_id, {args.alerts_topic: records}) is not None:  # None: written before
+                app.metrics.add("alerts", len(judged.alerts))
         store.write(batch_id, judged.state)
+        app.metrics.set("state_rows", sum(len(rows) for rows in judged.state.values()))
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
     app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         # The state first: a crash before the Kafka commit replays the batch, which reads the
         # same state version and replaces what this run wrote.
         state.write(batch_id, step.state)
+        app.metrics.set("state_rows", sum(len(rows) for rows in step.state.values()))
         steps.done("state")
         outputs = {
             args.aggregates_topic: as_kafka_records(step.closed),
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> None:
                 else None
             )
             if any(outputs.values()):
-                sink.write(batch_id, outputs)
+                if sink.write(batch_id, outputs) is not None:  # None: written before a restart
+                    app.metrics.add("windows_closed", len(step.closed))
+                    app.metrics.add("late_readings", len(step.late))
+                    app.metrics.add("dead_letters", len(step.dead))
                 steps.done("kafka")
                 crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             if copied:

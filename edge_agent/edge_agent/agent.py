@@ -145,7 +145,7 @@ class Agent:
     def run(self) -> None:
         server = serve(self.metrics, self.config.metrics_listen) if self.config.metrics_listen else None
         drain_deadline = [float("inf")]
-        link = KafkaLink(self.config)
+        link = KafkaLink(self.config, backlog=lambda: self.spool.depth)
         sender = Sender(self.spool, self.metrics, self.wakeup, link, self.config.kafka.readings_per_record)
         thread = threading.Thread(target=sender.run, args=(self.stop, drain_deadline), name="sender")
         thread.start()

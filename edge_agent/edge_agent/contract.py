@@ -26,6 +26,9 @@ from typing import Any, Protocol
 
 SCHEMA_VERSION = 1
 RELEASE_HEADER = "pikit-agent"
+# Readings in the device's spool when a record left it (that record's included): what `pikit
+# status` shows of a device it cannot reach, read from what the device sent.
+SPOOL_HEADER = "pikit-spool"
 # Device, sensor and metric names. The Spark apps use the same pattern (Java regex syntax).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)

@@ -17,7 +17,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from edge_agent.config import Config
-from edge_agent.contract import RELEASE_HEADER, envelope
+from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER, envelope
 from edge_agent.release import VERSION
 from edge_agent.sender import MAX_BACKOFF_S
 from edge_agent.signing import headers, read_key
@@ -75,8 +75,14 @@ def producer_options(config: Config) -> dict[str, Any]:
 class KafkaLink:
     """A Sender's link to Kafka (edge_agent/sender.py's Link)."""
 
-    def __init__(self, config: Config, producer_factory: Callable[..., Any] = KafkaProducer) -> None:
+    def __init__(
+        self,
+        config: Config,
+        producer_factory: Callable[..., Any] = KafkaProducer,
+        backlog: Callable[[], int] | None = None,
+    ) -> None:
         self.config = config
+        self.backlog = backlog  # the spool's depth, sent along in a header
         self.producer_factory = producer_factory
         self.producer: Any = None
         # Read at start: a missing or broken key file stops the agent before it samples.
@@ -91,12 +97,15 @@ class KafkaLink:
             log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
         device, topic = self.config.device_id, self.config.kafka.topic
         size = self.config.kafka.readings_per_record
+        spooled = [(SPOOL_HEADER, str(self.backlog()).encode())] if self.backlog else []
         futures = []
         for i in range(0, len(records), size):
             value = envelope(device, records[i : i + size])
             signed = headers(device, self.signing_key, value) if self.signing_key else []
             futures.append(
-                self.producer.send(topic, key=device.encode(), value=value, headers=[*signed, self.release])
+                self.producer.send(
+                    topic, key=device.encode(), value=value, headers=[*signed, self.release, *spooled]
+                )
             )
         return futures
 

@@ -20,6 +20,7 @@ from pikit_spark.common import (
     setup_logging,
     start_batches,
 )
+from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import TransactionalSink
 
@@ -32,16 +33,21 @@ class StreamingApp:
     sink: TransactionalSink  # every output topic, written once per micro-batch
     checkpoints: str
     keys: dict[str, bytes] | None  # the devices' signing keys; None: signatures not checked
+    metrics: AppMetrics  # served at --metrics-listen when given
 
     @classmethod
     def start(cls, name: str, args: argparse.Namespace, topics: list[str]) -> StreamingApp:
         setup_logging(args.log_level)
         spark = session(name, args.shuffle_partitions)
         log_progress(spark)
+        metrics = AppMetrics(name)
+        spark.streams.addListener(metrics)
+        if args.metrics_listen:
+            metrics.serve(args.metrics_listen)
         client = kafka_python_client(args.kafka_properties)
         sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
         keys = device_keys(args.device_keys)
-        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys)
+        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys, metrics)
 
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""

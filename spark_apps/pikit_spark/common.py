@@ -60,6 +60,13 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         help="a reading stamped further ahead of the processing time is a dead letter",
     )
     parser.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve the app's Prometheus metrics (queries' progress and backlog, late and dead-letter "
+        "counts) at http://HOST:PORT/metrics; empty: none",
+    )
+    parser.add_argument(
         "--device-keys",
         default="",
         help="JSON {device: key in hex} (the spark role writes it): a record counts only when signed "

@@ -265,6 +265,18 @@ def test_every_record_names_the_release_that_sent_it(tmp_path: Path) -> None:
         assert (contract.RELEASE_HEADER, version("pikit-edge-agent").encode()) in record["headers"]
 
 
+def test_every_record_carries_the_spool_depth_it_left(tmp_path: Path) -> None:
+    """`pikit status` shows a device's backlog from its records, without reaching the device."""
+    from edge_agent.kafka_link import KafkaLink
+
+    depth = iter([41, 7])
+    link = KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer, backlog=lambda: next(depth))
+    link.submit([Record(1, 1, json.dumps(reading(1)).encode())])
+    link.submit([Record(2, 2, json.dumps(reading(2)).encode())])
+    sent = [dict(record["headers"])[contract.SPOOL_HEADER] for record in link.producer.sent]
+    assert sent == [b"41", b"7"]
+
+
 def test_the_metrics_name_the_running_release(tmp_path: Path) -> None:
     from importlib.metadata import version
 

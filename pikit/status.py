@@ -1,0 +1,337 @@
+"""`pikit status`: the whole site on one screen, from the controller.
+
+Each part is read the way its own tools read it, never from a node's shell:
+- the quorum and the brokers from the Kafka admin API (the kafka role's health report) with the
+  controller's admin certificate;
+- Spark from the master's JSON page, and each streaming app's backlog from its own metrics
+  endpoint (spark_apps/pikit_spark/metrics.py);
+- each agent from what it sent: the records of the last `lookback` in the readings topic carry the
+  device's key, its release and its spool depth in headers, and the broker's timestamp. A device
+  behind NAT or a cellular link is seen as well as one on the LAN.
+Anything unhealthy becomes a problem with its reason; `healthy` is true when there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER
+from kafka import KafkaConsumer, TopicPartition
+
+from pikit.kafka_admin import kafka_admin
+from pikit.prometheus import scrape, values
+from pikit.site import Site
+from pikit.topic import mtls_client
+
+CERT_WARN_DAYS = 21
+
+
+@dataclass
+class Part:
+    """One line of the screen: a node, an app or a device, and what is wrong with it."""
+
+    name: str
+    details: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Status:
+    site: str
+    checked_at: float
+    quorum: Part
+    brokers: list[Part]
+    spark: list[Part]
+    agents: list[Part]
+
+    def parts(self) -> list[tuple[str, Part]]:
+        return [
+            ("quorum", self.quorum),
+            *(("broker", p) for p in self.brokers),
+            *(("spark", p) for p in self.spark),
+            *(("agent", p) for p in self.agents),
+        ]
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{kind} {part.name}: {problem}" for kind, part in self.parts() for problem in part.problems]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["healthy"] = not self.problems
+        out["problems"] = self.problems
+        for section in ("brokers", "spark", "agents"):
+            for part in out[section]:
+                part["healthy"] = not part["problems"]
+        out["quorum"]["healthy"] = not self.quorum.problems
+        return out
+
+
+def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
+    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    port = int(site.setting("pikit_kafka_client_port", "pikit"))
+    addresses = {site.address(host): host for host in brokers}
+    quorum = Part("KRaft")
+    parts = {host: Part(host, {"address": site.address(host)}) for host in brokers}
+    reachable = [f"{a}:{port}" for a in addresses if _reachable(a, port)]
+    if not reachable:
+        quorum.problems.append(f"no broker answers on port {port}: the cluster is down")
+        for part in parts.values():
+            part.details["up"] = False
+            part.problems.append(f"down: nothing listens on {part.details['address']}:{port}")
+        return quorum, list(parts.values())
+    admin = kafka_admin.connect({**mtls_client(reachable, pki), "bootstrap_servers": reachable})
+    try:
+        max_lag = int(site.setting("kafka_max_quorum_lag", "kafka"))
+        warn = float(site.setting("kafka_disk_warn_share", "kafka"))
+        health = kafka_admin.health_report(admin, len(brokers), max_lag, warn)
+        cluster = admin.describe_cluster()
+        topics = admin.describe_topics()
+        described = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+    finally:
+        admin.close()
+    node_host = {b["broker_id"]: addresses.get(b["host"], b["host"]) for b in cluster["brokers"]}
+    now_ms = time.time() * 1000
+    leader = health["quorum_leader"]
+    quorum.details = {
+        "leader": leader,
+        "leader_host": node_host.get(leader, str(leader)),
+        "voters": [
+            {
+                "id": v["replica_id"],
+                "lag": health["quorum_lag"].get(v["replica_id"], 0),
+                "caught_up_s_ago": round((now_ms - v["last_caught_up_timestamp"]) / 1000, 1)
+                if v.get("last_caught_up_timestamp", -1) >= 0
+                else None,
+            }
+            for v in described["current_voters"]
+        ],
+        "observers": health["quorum_observers"],
+    }
+    if leader < 0:
+        quorum.problems.append("no quorum leader")
+    for voter in quorum.details["voters"]:
+        if voter["lag"] > max_lag:
+            quorum.problems.append(f"voter {voter['id']} is {voter['lag']} records behind the leader")
+    hosted = {node: {"partitions": 0, "leaders": 0, "urp": 0} for node in node_host}
+    for topic in topics:
+        for p in topic["partitions"]:
+            for replica in p["replica_nodes"]:
+                hosted.setdefault(replica, {"partitions": 0, "leaders": 0, "urp": 0})["partitions"] += 1
+            if p["leader_id"] >= 0:
+                hosted.setdefault(p["leader_id"], {"partitions": 0, "leaders": 0, "urp": 0})["leaders"] += 1
+                if len(p["isr_nodes"]) < len(p["replica_nodes"]):
+                    hosted[p["leader_id"]]["urp"] += 1
+    registered = {node_host[b]: b for b in health["brokers"] if b in node_host}
+    for host, part in parts.items():
+        node = registered.get(host)
+        part.details["up"] = node is not None
+        if node is None:
+            listening = _reachable(part.details["address"], port)
+            part.problems.append(
+                "down: "
+                + (
+                    "listening but not registered with the controllers"
+                    if listening
+                    else f"nothing listens on port {port}"
+                )
+            )
+            continue
+        part.details.update(node_id=node, **hosted.get(node, {}))
+        if part.details.get("urp"):
+            part.problems.append(f"{part.details['urp']} under-replicated partitions it leads")
+        for log_dir, disk in health["disks"].get(str(node), {}).items():
+            part.details["disk_used"] = disk["used_share"]
+            if disk["used_share"] is not None and disk["used_share"] >= warn:
+                part.problems.append(f"disk {log_dir} {disk['used_share']:.0%} full (warns at {warn:.0%})")
+    if health["offline"]:
+        quorum.problems.append(
+            f"{len(health['offline'])} partitions offline: {', '.join(health['offline'][:5])}"
+        )
+    return quorum, list(parts.values())
+
+
+def _json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def spark_parts(site: Site) -> list[Part]:
+    masters = site.hosts(str(site.setting("pikit_spark_master_group", "pikit")))
+    if not masters:
+        return []
+    address = site.address(masters[0])
+    master = Part(f"master {masters[0]}", {"address": address})
+    ui = int(site.setting("spark_master_webui_port", "spark", masters[0]))
+    try:
+        state = _json(f"http://{address}:{ui}/json/")
+    except OSError as exc:
+        master.problems.append(f"down: the master's page http://{address}:{ui}/json/ does not answer ({exc})")
+        return [master]
+    master.details.update(state=state.get("status", "?"), cores=state["cores"], cores_used=state["coresused"])
+    parts = [master]
+    hosts_by_address = {
+        site.address(h): h for h in site.hosts(str(site.setting("pikit_spark_worker_group", "pikit")))
+    }
+    seen = set()
+    for worker in state["workers"]:
+        host = hosts_by_address.get(worker["host"], worker["host"])
+        if worker["state"] == "DEAD" and host in seen:
+            continue  # an old registration of a worker that came back
+        seen.add(host)
+        part = Part(
+            f"worker {host}",
+            {"state": worker["state"], "cores": worker["cores"], "cores_used": worker["coresused"]},
+        )
+        if worker["state"] != "ALIVE":
+            part.problems.append(f"worker is {worker['state']}")
+        parts.append(part)
+    for host in sorted(set(hosts_by_address.values()) - seen):
+        parts.append(Part(f"worker {host}", {"state": "missing"}, ["not registered with the master"]))
+    apps = site.setting("spark_apps", "spark", masters[0])
+    running = {app["name"]: app for app in state.get("activeapps", [])}
+    for name in site.setting("spark_site_apps", "spark", masters[0]):
+        part = Part(f"app {name}")
+        app = running.get(name)
+        if app is None:
+            part.problems.append("not running on the cluster")
+            parts.append(part)
+            continue
+        part.details.update(state=app["state"], cores=app["cores"])
+        if app["state"] != "RUNNING":
+            part.problems.append(f"app is {app['state']}")
+        port = int(dict(apps.get(name, {})).get("metrics_port", 0))
+        if port:
+            part.details["queries"] = _queries(part, f"http://{address}:{port}/metrics")
+        parts.append(part)
+    return parts
+
+
+def _queries(part: Part, url: str, stalled_after: float = 120.0) -> list[dict[str, Any]]:
+    try:
+        samples = scrape(url, timeout=5)
+    except OSError as exc:
+        part.problems.append(f"its metrics at {url} do not answer ({exc})")
+        return []
+    queries = []
+    for s in samples:
+        if s.name != "pikit_query_batch_id":
+            continue
+        query = s.labels["query"]
+        behind = sum(values(samples, "pikit_query_records_behind", query=query))
+        at = values(samples, "pikit_query_last_progress_timestamp_seconds", query=query)
+        age = round(time.time() - at[0], 1) if at else None
+        queries.append(
+            {"query": query, "batch": int(s.value), "records_behind": int(behind), "progress_s_ago": age}
+        )
+        if age is not None and age > stalled_after:
+            part.problems.append(f"query {query}: no micro-batch for {age:.0f} s")
+    return queries
+
+
+def agent_parts(site: Site, pki: Path, silent_after: float, lookback: float) -> list[Part]:
+    devices = site.hosts(str(site.setting("pikit_edge_group", "pikit")))
+    if not devices:
+        return []
+    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    port = int(site.setting("pikit_kafka_client_port", "pikit"))
+    topic = str(site.setting("pikit_readings_topic", "pikit"))
+    last = _last_records(mtls_client([f"{site.address(b)}:{port}" for b in brokers], pki), topic, lookback)
+    now = time.time()
+    parts = []
+    for device in devices:
+        part = Part(device)
+        seen = last.get(device)
+        if seen is None:
+            part.problems.append(f"silent: no reading in Kafka for more than {lookback / 60:.0f} min")
+        else:
+            ago = now - seen["ts"]
+            part.details.update(
+                last_reading_s_ago=round(ago, 1), version=seen["release"], spool=seen["spool"]
+            )
+            if ago > silent_after:
+                part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
+        expiry = _certificate_expiry(pki / "clients" / f"{device}.crt")
+        if expiry is not None:
+            days = (expiry - now) / 86400
+            part.details["certificate_days_left"] = round(days, 1)
+            if days < CERT_WARN_DAYS:
+                part.problems.append(f"certificate expires in {days:.0f} days")
+        parts.append(part)
+    return parts
+
+
+def _last_records(client: dict[str, Any], topic: str, lookback: float) -> dict[str, dict[str, Any]]:
+    """Per device key, the broker time, release and spool depth of its last record of the span."""
+    consumer = KafkaConsumer(**client, enable_auto_commit=False, consumer_timeout_ms=3000)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(parts)
+        since = consumer.offsets_for_times({tp: int((time.time() - lookback) * 1000) for tp in parts})
+        ends = consumer.end_offsets(parts)
+        for tp in parts:
+            found = since.get(tp)
+            consumer.seek(tp, found.offset if found is not None else ends[tp])
+        last: dict[str, dict[str, Any]] = {}
+        remaining = {tp for tp in parts if consumer.position(tp) < ends[tp]}
+        while remaining:
+            batch = consumer.poll(timeout_ms=3000)
+            if not batch:
+                break
+            for tp, records in batch.items():
+                for r in records:
+                    headers = dict(r.headers or [])
+                    spool = headers.get(SPOOL_HEADER)
+                    last[(r.key or b"").decode()] = {
+                        "ts": r.timestamp / 1000,
+                        "release": headers.get(RELEASE_HEADER, b"").decode() or None,
+                        "spool": int(spool) if spool else None,
+                    }
+                if consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+        return last
+    finally:
+        consumer.close()
+
+
+def _certificate_expiry(path: Path) -> float | None:
+    if not path.exists():
+        return None
+    return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc.timestamp()
+
+
+def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
+    pki = site.state_dir / "pki"
+    quorum, brokers = kafka_parts(site, pki)
+    return Status(
+        site=str(site.inventory),
+        checked_at=time.time(),
+        quorum=quorum,
+        brokers=brokers,
+        spark=spark_parts(site),
+        agents=agent_parts(site, pki, silent_after, lookback),
+    )
+
+
+def stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

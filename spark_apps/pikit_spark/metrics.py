@@ -1,0 +1,177 @@
+"""Each streaming app's own Prometheus endpoint, served by its driver (`--metrics-listen`).
+
+Spark's endpoints know rows and batches; what a site asks of the pipeline is in the app: how far
+each query is behind the readings topic, and how many readings went to the late and dead-letter
+topics. A listener keeps each query's last progress; the app adds its counts after each batch it
+committed. A scrape reads both under one lock.
+
+Offsets are Kafka records, and a device sends several readings per record: "records behind" is
+the backlog in records, not in readings.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from pikit_spark.common import LOG
+
+
+def records_behind(end_offset: str | None, latest_offset: str | None) -> dict[str, int]:
+    """Per topic, the records between what a batch read up to and the latest offsets Spark saw
+    (the Kafka source's JSON, `{"topic": {"partition": offset}}`); {} when either is unknown or
+    the source is not Kafka."""
+    if not end_offset or not latest_offset:
+        return {}
+    end, latest = json.loads(end_offset), json.loads(latest_offset)
+    if not isinstance(end, dict) or not isinstance(latest, dict):
+        return {}
+    behind: dict[str, int] = {}
+    for topic, partitions in latest.items():
+        done = end.get(topic, {})
+        if not isinstance(partitions, dict) or not isinstance(done, dict):
+            continue
+        behind[topic] = sum(max(0, int(last) - int(done.get(p, 0))) for p, last in partitions.items())
+    return behind
+
+
+@dataclass(frozen=True)
+class QueryProgress:
+    """What the endpoint shows of one query's last micro-batch."""
+
+    query: str
+    batch_id: int
+    input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    batch_seconds: float
+    records_behind: dict[str, int]
+    at: float  # when the batch started (epoch seconds)
+
+    @classmethod
+    def of(cls, progress: Any) -> QueryProgress:
+        behind: dict[str, int] = {}
+        for source in progress.sources or []:
+            for topic, count in records_behind(source.endOffset, source.latestOffset).items():
+                behind[topic] = behind.get(topic, 0) + count
+        return cls(
+            query=progress.name or str(progress.id),
+            batch_id=int(progress.batchId),
+            input_rows=int(progress.numInputRows or 0),
+            input_rows_per_second=float(progress.inputRowsPerSecond or 0.0),
+            processed_rows_per_second=float(progress.processedRowsPerSecond or 0.0),
+            batch_seconds=(progress.durationMs or {}).get("triggerExecution", 0) / 1000,
+            records_behind=behind,
+            at=datetime.fromisoformat(progress.timestamp.replace("Z", "+00:00")).timestamp(),
+        )
+
+
+# (name, type, help) of the app-level series; the apps count with these names.
+APP_SERIES = {
+    "late_readings": ("counter", "readings sent to the late topic"),
+    "dead_letters": ("counter", "records or readings sent to the dead-letter topic, with their reason"),
+    "alerts": ("counter", "alerts sent to the alerts topic"),
+    "windows_closed": ("counter", "device windows closed and written to the aggregates topic"),
+    "state_rows": ("gauge", "rows of the app's own state after its last batch"),
+}
+
+
+class AppMetrics(StreamingQueryListener):
+    """The app's metrics: a StreamingQueryListener for the queries' progress, plus the app's counts."""
+
+    def __init__(self, app: str) -> None:
+        self.app = app
+        self._lock = threading.Lock()
+        self._queries: dict[str, QueryProgress] = {}
+        self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        try:
+            progress = QueryProgress.of(event.progress)
+        except Exception as exc:  # the metrics must never be why a batch fails
+            LOG.warning("metrics: progress not read: %s", exc)
+            return
+        with self._lock:
+            self._queries[progress.query] = progress
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def add(self, name: str, count: float) -> None:
+        assert APP_SERIES[name][0] == "counter", name
+        with self._lock:
+            self._values[name] += count
+
+    def set(self, name: str, value: float) -> None:
+        assert APP_SERIES[name][0] == "gauge", name
+        with self._lock:
+            self._values[name] = value
+
+    def exposition(self) -> str:
+        with self._lock:
+            queries, values = list(self._queries.values()), dict(self._values)
+        return "".join(self._lines(queries, values))
+
+    def _lines(self, queries: list[QueryProgress], values: dict[str, float]) -> Iterator[str]:
+        app = f'app="{self.app}"'
+        for name, (kind, text) in APP_SERIES.items():
+            metric = f"pikit_app_{name}" + ("_total" if kind == "counter" else "")
+            yield f"# HELP {metric} {text}\n# TYPE {metric} {kind}\n{metric}{{{app}}} {values[name]}\n"
+        per_query: dict[str, tuple[str, Callable[[QueryProgress], float]]] = {
+            "batch_id": ("the last micro-batch", lambda q: q.batch_id),
+            "input_rows": ("records the last micro-batch read", lambda q: q.input_rows),
+            "input_rows_per_second": ("records arriving per second", lambda q: q.input_rows_per_second),
+            "processed_rows_per_second": (
+                "records processed per second",
+                lambda q: q.processed_rows_per_second,
+            ),
+            "batch_duration_seconds": ("how long the last micro-batch took", lambda q: q.batch_seconds),
+            "last_progress_timestamp_seconds": ("when the last micro-batch started", lambda q: q.at),
+        }
+        for name, (text, read) in per_query.items():
+            yield f"# HELP pikit_query_{name} {text}\n# TYPE pikit_query_{name} gauge\n"
+            for q in queries:
+                yield f'pikit_query_{name}{{{app},query="{q.query}"}} {read(q)}\n'
+        yield "# HELP pikit_query_records_behind records between the last batch and the topic's end\n"
+        yield "# TYPE pikit_query_records_behind gauge\n"
+        for q in queries:
+            for topic, count in sorted(q.records_behind.items()):
+                yield f'pikit_query_records_behind{{{app},query="{q.query}",topic="{topic}"}} {count}\n'
+
+    def serve(self, listen: str) -> ThreadingHTTPServer:
+        """Serve /metrics on `host:port` from a daemon thread."""
+        host, port = listen.rsplit(":", 1)
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/metrics":
+                    self.send_error(404)
+                    return
+                body = metrics.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer((host, int(port)), Handler)
+        threading.Thread(target=server.serve_forever, name="pikit-metrics", daemon=True).start()
+        LOG.info("metrics at http://%s/metrics", listen)
+        return server

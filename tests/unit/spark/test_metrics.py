@@ -1,0 +1,93 @@
+"""The streaming apps' own metrics: backlog arithmetic, the exposition, and a real query's progress."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from types import SimpleNamespace
+
+from pikit_spark.metrics import AppMetrics, QueryProgress, records_behind
+from pikit_testkit.broker import free_port
+from pyspark.sql import SparkSession
+
+from pikit.prometheus import parse, value
+
+
+def _offsets(**partitions: int) -> str:
+    return json.dumps({"sensor-readings": {p.lstrip("p"): o for p, o in partitions.items()}})
+
+
+def test_records_behind_sums_each_partition_and_never_goes_negative() -> None:
+    end, latest = _offsets(p0=100, p1=50, p2=9), _offsets(p0=130, p1=50, p2=7, p3=5)
+    assert records_behind(end, latest) == {"sensor-readings": 30 + 0 + 0 + 5}
+    assert records_behind(end, None) == {}
+    assert records_behind("41", "57") == {}  # not a Kafka source (the rate source counts rows)
+
+
+def _progress(batch: int, end: str, latest: str) -> SimpleNamespace:
+    source = SimpleNamespace(endOffset=end, latestOffset=latest)
+    return SimpleNamespace(
+        name="stream",
+        id="0f",
+        batchId=batch,
+        numInputRows=40,
+        inputRowsPerSecond=4.0,
+        processedRowsPerSecond=20.0,
+        durationMs={"triggerExecution": 1500},
+        sources=[source],
+        timestamp="2026-11-25T10:00:00.000Z",
+    )
+
+
+def test_the_exposition_carries_the_last_progress_and_the_apps_counts() -> None:
+    metrics = AppMetrics("sensor_aggregates")
+    metrics.onQueryProgress(SimpleNamespace(progress=_progress(6, _offsets(p0=10), _offsets(p0=12))))
+    metrics.onQueryProgress(SimpleNamespace(progress=_progress(7, _offsets(p0=12), _offsets(p0=19))))
+    metrics.add("late_readings", 3)
+    metrics.add("late_readings", 2)
+    metrics.set("state_rows", 11)
+    samples = parse(metrics.exposition())
+    labels = {"app": "sensor_aggregates", "query": "stream"}
+    assert value(samples, "pikit_query_batch_id", **labels) == 7
+    assert value(samples, "pikit_query_records_behind", topic="sensor-readings", **labels) == 7
+    assert value(samples, "pikit_query_batch_duration_seconds", **labels) == 1.5
+    assert value(samples, "pikit_query_last_progress_timestamp_seconds", **labels) == 1795600800.0
+    assert value(samples, "pikit_app_late_readings_total", app="sensor_aggregates") == 5
+    assert value(samples, "pikit_app_state_rows", app="sensor_aggregates") == 11
+    assert value(samples, "pikit_app_dead_letters_total", app="sensor_aggregates") == 0
+
+
+def test_a_real_query_reports_its_progress_over_http(spark: SparkSession) -> None:
+    metrics = AppMetrics("unit")
+    spark.streams.addListener(metrics)
+    server = metrics.serve(f"127.0.0.1:{free_port()}")
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 50)
+        .load()
+        .writeStream.format("noop")
+        .queryName("rated")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            url = f"http://127.0.0.1:{server.server_port}/metrics"
+            samples = parse(urllib.request.urlopen(url, timeout=10).read().decode())
+            if (value(samples, "pikit_query_batch_id", app="unit", query="rated") or 0) >= 2:
+                break
+            time.sleep(1)
+        assert (value(samples, "pikit_query_batch_id", app="unit", query="rated") or 0) >= 2
+        assert value(samples, "pikit_query_input_rows", app="unit", query="rated") is not None
+    finally:
+        query.stop()
+        server.shutdown()
+        spark.streams.removeListener(metrics)
+
+
+def test_progress_of_a_query_without_sources_is_empty_backlog() -> None:
+    progress = _progress(0, "", "")
+    progress.sources = []
+    assert QueryProgress.of(progress).records_behind == {}

@@ -1,0 +1,82 @@
+from pikit.status import Part, Status
+from pikit.status_render import page, text
+
+
+def _status(problem: bool) -> Status:
+    broker = Part(
+        "pi-2",
+        {"up": False, "address": "10.0.0.12"},
+        ["down: nothing listens on port 9092"] if problem else [],
+    )
+    return Status(
+        site="inventory/lab",
+        checked_at=1795600800.0,
+        quorum=Part(
+            "KRaft",
+            {
+                "leader": 1,
+                "leader_host": "pi-1",
+                "voters": [{"id": 1, "lag": 0, "caught_up_s_ago": 0.1}],
+                "observers": [],
+            },
+        ),
+        brokers=[
+            Part(
+                "pi-1",
+                {
+                    "up": True,
+                    "address": "10.0.0.11",
+                    "node_id": 1,
+                    "partitions": 14,
+                    "leaders": 5,
+                    "urp": 0,
+                    "disk_used": 0.12,
+                },
+            ),
+            broker,
+        ],
+        spark=[
+            Part(
+                "app sensor_aggregates",
+                {
+                    "state": "RUNNING",
+                    "cores": 2,
+                    "queries": [{"query": "stream", "batch": 12, "records_behind": 3, "progress_s_ago": 4.0}],
+                },
+            )
+        ],
+        agents=[
+            Part(
+                "edge-1",
+                {"last_reading_s_ago": 1.2, "spool": 0, "version": "0.1.0", "certificate_days_left": 364.2},
+            )
+        ],
+    )
+
+
+def test_a_problem_is_named_with_its_reason_and_counted() -> None:
+    status = _status(problem=True)
+    assert status.problems == ["broker pi-2: down: nothing listens on port 9092"]
+    screen = text(status, color=False)
+    assert "1 PROBLEMS" in screen
+    assert "BAD pi-2" in screen and "down: nothing listens on port 9092" in screen
+    assert "ok  pi-1" in screen and "partitions 14 (leads 5)  URP 0  disk 12%" in screen
+    assert "stream: batch 12, 3 records behind" in screen
+    assert "spool 0  release 0.1.0  certificate 364 days" in screen
+    as_dict = status.as_dict()
+    assert as_dict["healthy"] is False and as_dict["brokers"][1]["healthy"] is False
+
+
+def test_red_only_on_a_terminal_and_the_page_marks_bad_rows() -> None:
+    status = _status(problem=True)
+    assert "\033[31m" in text(status, color=True) and "\033[" not in text(status, color=False)
+    html = page(status)
+    assert '<tr class="bad"><td>broker</td><td>pi-2</td>' in html
+    assert "pikit status: 1 problems" in html
+
+
+def test_healthy_says_so() -> None:
+    status = _status(problem=False)
+    assert "HEALTHY" in text(status, color=False)
+    assert status.as_dict()["healthy"] is True
+    assert "pikit status: healthy" in page(status)
