@@ -1,5 +1,6 @@
 """anomaly_alerts: readings outside per-sensor thresholds, or more than k standard deviations
-from their device's rolling baseline, go to the alerts topic (keyed by device).
+from their device's rolling baseline, go to the alerts topic (keyed by device); so does a device
+that went silent (one alert) and came back (one more): pikit_spark/presence.py.
 
 Thresholds are `--threshold sensor.metric=low:high` (repeatable, either bound optional).
 The baseline is kept on the shared storage next to the checkpoint; see
@@ -13,8 +14,9 @@ from typing import Any
 from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import streaming_parser
+from pikit_spark.presence import presence
 from pikit_spark.readings import parse
-from pikit_spark.sink import checkpoint_query_id
+from pikit_spark.sink import batch_timestamp, checkpoint_query_id
 
 APP = "anomaly_alerts"
 
@@ -24,6 +26,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--alerts-topic", default="sensor-alerts")
     parser.add_argument(
         "--threshold", action="append", default=[], type=Threshold.parse, metavar="SENSOR.METRIC=LOW:HIGH"
+    )
+    parser.add_argument(
+        "--silent-after-seconds",
+        type=float,
+        default=300.0,
+        help="a device with no reading for this long (processing time) raises one alert, and one when back",
     )
     parser.add_argument(
         "-k", "--stddevs", type=float, default=4.0, help="deviation from the baseline that alerts"
@@ -46,13 +54,18 @@ def main(argv: list[str] | None = None) -> None:
     def judge_batch(batch: Any, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
-        judged = judge(batch, store.before(batch_id), rules)
-        if judged.alerts:
-            records = as_kafka_records(judged.alerts)
+        before = store.before(batch_id)
+        judged = judge(batch, before, rules)
+        processed_at = batch_timestamp(f"{app.checkpoints}/readings", batch_id)
+        silences, present = presence(judged.seen, processed_at, before["presence"], args.silent_after_seconds)
+        found = judged.alerts + silences
+        if found:
+            records = as_kafka_records(found)
             if sink.write(batch_id, {args.alerts_topic: records}) is not None:  # None: written before
-                app.metrics.add("alerts", len(judged.alerts))
-        store.write(batch_id, judged.state)
-        app.metrics.set("state_rows", sum(len(rows) for rows in judged.state.values()))
+                app.metrics.add("alerts", len(found))
+        state = {**judged.state, "presence": present}
+        store.write(batch_id, state)
+        app.metrics.set("state_rows", sum(len(rows) for rows in state.values()))
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
     app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")

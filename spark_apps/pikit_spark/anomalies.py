@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pikit_spark.moments import Moments, aggregates, pool
+from pikit_spark.presence import PRESENCE_SCHEMA
 from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
 from pikit_spark.sink import Record
 from pikit_spark.state import Tables, VersionedTables
@@ -89,7 +90,8 @@ class Judged:
     """What one micro-batch produced, on the driver."""
 
     alerts: list[dict[str, Any]]  # `alerts`' columns
-    state: Tables  # the next version of STATE_SCHEMAS
+    state: Tables  # the next version of STATE_SCHEMAS, presence unchanged
+    seen: frozenset[str]  # the devices with fresh readings in the batch
 
 
 # The kinds of row in a batch's summary (see _summarize).
@@ -97,7 +99,7 @@ _BASELINE, _ALERT = "baseline", "alert"
 _ALERT_COLUMNS = ["seq", "value", "unit", "ts", "reason", "baseline_mean", "baseline_stddev"]
 BASELINE_SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
 DEVICES_SCHEMA = "device string, high_seq long"
-STATE_SCHEMAS = {"baseline": BASELINE_SCHEMA, "devices": DEVICES_SCHEMA}
+STATE_SCHEMAS = {"baseline": BASELINE_SCHEMA, "devices": DEVICES_SCHEMA, "presence": PRESENCE_SCHEMA}
 
 
 def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
@@ -109,7 +111,9 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
     highest seq, and a row per alert. It is fetched to the driver in the same Spark job and
     folded into the state there. Each reading counts once (pikit_spark/seqs.py)."""
     spark = readings.sparkSession
-    frames = {name: spark.createDataFrame(state[name], ddl) for name, ddl in STATE_SCHEMAS.items()}
+    frames = {
+        name: spark.createDataFrame(state[name], STATE_SCHEMAS[name]) for name in ("baseline", "devices")
+    }
 
     def summarize(rows: DataFrame, seq_blocks: bool = True) -> DataFrame:
         return _summarize(rows, frames, rules, seq_blocks)
@@ -128,7 +132,14 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
         baseline[key] = _capped(pool(baseline[key], batch) if key in baseline else batch, rules)
         marks[row["device"]] = max(row["high_seq"], marks.get(row["device"], row["high_seq"]))
     baseline_rows = [(*key, *kept) for key, kept in sorted(baseline.items())]
-    return Judged(found, {"baseline": baseline_rows, "devices": sorted(marks.items())})
+    seen = frozenset(row["device"] for row in summary if row["kind"] == _BASELINE)
+    # Presence is the app's to advance (pikit_spark/presence.py): passed on as it was.
+    tables = {
+        "baseline": baseline_rows,
+        "devices": sorted(marks.items()),
+        "presence": state.get("presence", []),
+    }
+    return Judged(found, tables, seen)
 
 
 def _capped(baseline: Moments, rules: Rules) -> Moments:

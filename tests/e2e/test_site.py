@@ -479,6 +479,29 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     print(f"[d] duplicates dropped {duplicates_before} -> {model.duplicates}")
     assert model.duplicates > duplicates_before, "the round acknowledged before the kill was resent"
 
+    # anomaly_alerts said so once when the device fell silent (inventory/lab: 60 s) and once when it
+    # came back; the other device, which sent all along, raised neither.
+    def presence_alerts() -> list[tuple[str, str, float]]:
+        found = [json.loads(v) for v in site.values("sensor-alerts")]
+        return [
+            (a["device"], a["reason"].split(":")[0], a["ts"])
+            for a in found
+            if a["metric"] == "presence" and cut <= a["ts"]
+        ]
+
+    seen = wait_for("the device's back alert", lambda: [a for a in presence_alerts() if a[1] == "back"], 180)
+    alerts = presence_alerts()
+    print(f"[b] presence alerts since the cut: {alerts}")
+    assert [(d, kind) for d, kind, _ in alerts if d == device] == [(device, "silent"), (device, "back")], (
+        alerts
+    )
+    assert not [a for a in alerts if a[0] != device and a[2] <= back], alerts
+    silent_at, back_at = alerts[0][2], seen[0][2]
+    # 60 s after the last batch that held its readings, which began at most one trigger (10 s) and
+    # a poll before the cut.
+    assert cut + 45 <= silent_at <= back, (cut, silent_at, back)
+    assert back_at >= back - 5, (back, back_at)
+
 
 def master_view() -> dict[str, Any]:
     with urllib.request.urlopen(f"http://{SUBNET_TO}14:8080/json/", timeout=10) as response:

@@ -56,6 +56,8 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     assert math.isclose(mean, statistics.fmean(everything), rel_tol=1e-12)
     assert math.isclose(m2 / n, statistics.pvariance(everything), rel_tol=1e-9)
 
+    assert judge(_readings(spark, [20.1], start_seq=900), store.before(3), rules).seen == {"edge-1"}
+
     suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
     # seq 502 comes twice in the batch (a resend within it): one alert, counted once.
     found = run(3, suspicious.union(suspicious.where("seq = 502")))
