@@ -100,16 +100,24 @@ def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
             part.details["up"] = False
             part.problems.append(f"down: nothing listens on {part.details['address']}:{port}")
         return quorum, list(parts.values())
-    admin = kafka_admin.connect({**mtls_client(reachable, pki), "bootstrap_servers": reachable})
+    max_lag = int(site.setting("kafka_max_quorum_lag", "kafka"))
+    warn = float(site.setting("kafka_disk_warn_share", "kafka"))
     try:
-        max_lag = int(site.setting("kafka_max_quorum_lag", "kafka"))
-        warn = float(site.setting("kafka_disk_warn_share", "kafka"))
-        health = kafka_admin.health_report(admin, len(brokers), max_lag, warn)
-        cluster = admin.describe_cluster()
-        topics = admin.describe_topics()
-        described = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
-    finally:
-        admin.close()
+        admin = kafka_admin.connect({**mtls_client(reachable, pki), "bootstrap_servers": reachable})
+        try:
+            health = kafka_admin.health_report(admin, len(brokers), max_lag, warn)
+            cluster = admin.describe_cluster()
+            topics = admin.describe_topics()
+            described = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+        finally:
+            admin.close()
+    except Exception as exc:  # an election or a restart in progress: say so, do not crash
+        quorum.problems.append(f"the admin API did not answer ({type(exc).__name__}: {exc})")
+        for part in parts.values():
+            part.details["up"] = f"{part.details['address']}:{port}" in reachable
+            if not part.details["up"]:
+                part.problems.append(f"down: nothing listens on port {port}")
+        return quorum, list(parts.values())
     node_host = {b["broker_id"]: addresses.get(b["host"], b["host"]) for b in cluster["brokers"]}
     now_ms = time.time() * 1000
     leader = health["quorum_leader"]

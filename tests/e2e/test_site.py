@@ -305,7 +305,9 @@ def unhealthy(status: dict[str, Any]) -> dict[str, list[str]]:
 def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site: Site) -> None:
     def healthy() -> dict[str, Any] | None:
         code, status = pikit_status(site)
-        return status if code == 0 and not unhealthy(status) else None
+        apps = [p for p in status["spark"] if p["name"].startswith("app ")]
+        progressing = all(p["details"].get("queries") for p in apps)
+        return status if code == 0 and not unhealthy(status) and progressing else None
 
     status = wait_for("pikit status to say healthy", healthy, 240)
     assert [b["details"]["up"] for b in status["brokers"]] == [True] * 3
