@@ -264,13 +264,17 @@ def agent_parts(site: Site, pki: Path, silent_after: float, lookback: float) -> 
     brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
     port = int(site.setting("pikit_kafka_client_port", "pikit"))
     topic = str(site.setting("pikit_readings_topic", "pikit"))
-    last = _last_records(mtls_client([f"{site.address(b)}:{port}" for b in brokers], pki), topic, lookback)
+    reachable = [f"{site.address(b)}:{port}" for b in brokers if _reachable(site.address(b), port)]
+    # Without Kafka nothing can be said of the devices: unknown, which is not their fault.
+    last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
     now = time.time()
     parts = []
     for device in devices:
         part = Part(device)
-        seen = last.get(device)
-        if seen is None:
+        seen = last.get(device) if last is not None else None
+        if last is None:
+            part.details["last_reading"] = "unknown: no broker answers"
+        elif seen is None:
             part.problems.append(f"silent: no reading in Kafka for more than {lookback / 60:.0f} min")
         else:
             ago = now - seen["ts"]

@@ -51,7 +51,7 @@ def describe(kind: str, part: Part) -> str:
         return "  ".join(bits)
     if kind == "agent":
         if "last_reading_s_ago" not in d:
-            bits = []
+            bits = [str(d["last_reading"])] if "last_reading" in d else []
         else:
             spool = d["spool"] if d.get("spool") is not None else "?"
             bits = [

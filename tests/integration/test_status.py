@@ -1,0 +1,92 @@
+"""`pikit status` against a real broker on loopback, with a site inventory and a controller state of
+its own: what it reads from the admin API and from the readings topic, and a broker that stops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from pikit_testkit.broker import LocalBroker
+from pikit_testkit.certs import certificate, new_key, pem
+
+from pikit.site import Site
+from pikit.status import collect
+
+
+@pytest.fixture()
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Site, LocalBroker, Path]]:
+    ca_key, key, device_key = new_key(), new_key(), new_key()
+    pki = tmp_path / "state/pki"
+    (pki / "clients").mkdir(parents=True)
+    (pki / "ca.crt").write_bytes(pem(None, certificate("it CA", ca_key, "it CA", ca_key, ca=True)))
+    # The admin identity is the broker's super user; edge-1's certificate runs out in 10 days.
+    bundle = pki / "clients/admin.pem"
+    bundle.write_bytes(pem(key, certificate("bench", key, "it CA", ca_key, ip="127.0.0.1")))
+    (pki / "clients/edge-1.crt").write_bytes(
+        pem(None, certificate("edge-1", device_key, "it CA", ca_key, days=10))
+    )
+    broker = LocalBroker(tmp_path / "kafka", tls=(bundle, pki / "ca.crt"))
+    broker.start()
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        f"""all:
+  vars: {{pikit_kafka_client_port: {broker.port}}}
+  children:
+    kafka_controller: {{hosts: {{b1: {{ansible_host: 127.0.0.1}}}}}}
+    kafka_broker: {{hosts: {{b1: }}}}
+    edge: {{hosts: {{edge-1: {{ansible_host: 10.0.0.21}}, edge-2: {{ansible_host: 10.0.0.22}}}}}}
+"""
+    )
+    monkeypatch.setenv("PIKIT_STATE_DIR", str(tmp_path / "state"))
+    yield Site.load(inventory), broker, pki
+    if broker.proc is not None:
+        broker.stop()
+
+
+def test_the_broker_the_quorum_and_each_device_from_what_it_sent(
+    site: tuple[Site, LocalBroker, Path],
+) -> None:
+    found, broker, pki = site
+    producer = KafkaProducer(
+        bootstrap_servers=broker.address,
+        security_protocol="SSL",
+        ssl_cafile=str(pki / "ca.crt"),
+        ssl_certfile=str(pki / "clients/admin.pem"),
+        acks="all",
+    )
+    for depth in (30, 17):
+        headers = [("pikit-agent", b"0.9.1"), ("pikit-spool", str(depth).encode())]
+        producer.send("sensor-readings", key=b"edge-1", value=b"{}", headers=headers)
+    producer.flush()
+    producer.close()
+
+    status = collect(found, silent_after=60)
+    (b1,) = status.brokers
+    assert b1.healthy and b1.details["up"] and b1.details["node_id"] == 1
+    assert b1.details["partitions"] >= 1 and b1.details["urp"] == 0
+    assert status.quorum.healthy and status.quorum.details["leader_host"] == "b1"
+    assert [v["id"] for v in status.quorum.details["voters"]] == [1]
+    edge1, edge2 = status.agents
+    assert edge1.details["version"] == "0.9.1" and edge1.details["spool"] == 17
+    assert edge1.details["last_reading_s_ago"] < 60
+    assert edge1.problems == ["certificate expires in 10 days"]
+    assert edge2.problems == ["silent: no reading in Kafka for more than 15 min"]
+    assert status.spark == []
+    assert sorted(status.problems) == [
+        "agent edge-1: certificate expires in 10 days",
+        "agent edge-2: silent: no reading in Kafka for more than 15 min",
+    ]
+
+
+def test_a_stopped_broker_is_named_down(site: tuple[Site, LocalBroker, Path]) -> None:
+    found, broker, _ = site
+    broker.stop()
+    status = collect(found, silent_after=60)
+    (b1,) = status.brokers
+    assert b1.problems == [f"down: nothing listens on 127.0.0.1:{broker.port}"]
+    assert status.quorum.problems == [f"no broker answers on port {broker.port}: the cluster is down"]
+    # The devices are not blamed for what Kafka cannot tell (edge-1's certificate still is).
+    assert [a.details["last_reading"] for a in status.agents] == ["unknown: no broker answers"] * 2
+    assert [a.problems for a in status.agents] == [["certificate expires in 10 days"], []]
