@@ -277,7 +277,7 @@ def test_every_service_serves_its_metrics(site: Site) -> None:
     def backlog_known() -> bool:
         page = scrape(f"http://{nodes[MASTER]}:9431/metrics")
         return (
-            prometheus.value(page, "pikit_query_records_behind", query="stream", topic="sensor-readings")
+            prometheus.value(page, "pikit_query_records_behind", query=APP, topic="sensor-readings")
             is not None
         )
 
