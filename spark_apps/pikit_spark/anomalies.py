@@ -21,7 +21,7 @@ from pikit_spark.moments import Moments, aggregates, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
 from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
 from pikit_spark.sink import Record
-from pikit_spark.state import Tables, VersionedTables
+from pikit_spark.state import TableRow, Tables, VersionedTables
 
 ALERT_SCHEMA_VERSION = 1
 KEY = ["device", "sensor", "metric"]
@@ -99,7 +99,14 @@ _BASELINE, _ALERT = "baseline", "alert"
 _ALERT_COLUMNS = ["seq", "value", "unit", "ts", "reason", "baseline_mean", "baseline_stddev"]
 BASELINE_SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
 DEVICES_SCHEMA = "device string, high_seq long"
-STATE_SCHEMAS = {"baseline": BASELINE_SCHEMA, "devices": DEVICES_SCHEMA, "presence": PRESENCE_SCHEMA}
+# The device x sensor x metric whose last reading was out of bounds: an excursion under way.
+EXCURSIONS_SCHEMA = "device string, sensor string, metric string"
+STATE_SCHEMAS = {
+    "baseline": BASELINE_SCHEMA,
+    "devices": DEVICES_SCHEMA,
+    "excursions": EXCURSIONS_SCHEMA,
+    "presence": PRESENCE_SCHEMA,
+}
 
 
 def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
@@ -121,7 +128,9 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
     summary = once_per_seq(
         summarize(readings), readings, lambda again: summarize(again, False), is_block=F.col("kind").isNull()
     )
-    found = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
+    out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
+    calm = {tuple(row[c] for c in KEY): row["calm_seq"] for row in summary if row["kind"] == _BASELINE}
+    found, excursions = excursion_starts(out, calm, state.get("excursions", []))
     baseline = {tuple(row[:3]): row[3:] for row in state["baseline"]}
     marks: dict[str, int] = dict(state["devices"])
     for row in summary:
@@ -137,9 +146,38 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
     tables = {
         "baseline": baseline_rows,
         "devices": sorted(marks.items()),
+        "excursions": excursions,
         "presence": state.get("presence", []),
     }
     return Judged(found, tables, seen)
+
+
+def excursion_starts(
+    out: list[dict[str, Any]], calm: dict[tuple[Any, ...], int | None], open_before: list[TableRow]
+) -> tuple[list[dict[str, Any]], list[TableRow]]:
+    """One alert per excursion, not one per reading: the batch's out-of-bounds readings, the last
+    in-bounds seq of each key in the batch, and the excursions under way before it -> the alerts
+    that start an excursion (its first reading out, with how many of the batch's readings were
+    out) and the excursions under way after it. An excursion ends with a reading back within
+    bounds; within one micro-batch it counts once, whatever happened between its readings."""
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for alert in out:
+        by_key.setdefault(tuple(alert[c] for c in KEY), []).append(alert)
+    under_way = {tuple(row) for row in open_before}
+    starts = []
+    for key, alerts in sorted(by_key.items()):
+        alerts.sort(key=lambda a: a["seq"])
+        if key not in under_way:
+            starts.append({**alerts[0], "readings_out": len(alerts)})
+        back = calm.get(key)
+        if back is None or back < alerts[-1]["seq"]:
+            under_way.add(key)
+        else:
+            under_way.discard(key)
+    for key in under_way - set(by_key):
+        if calm.get(key) is not None:
+            under_way.discard(key)  # only readings within bounds this batch: it ended
+    return starts, sorted(under_way)
 
 
 def _capped(baseline: Moments, rules: Rules) -> Moments:
@@ -166,6 +204,8 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
         *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
         F.col("mean").alias("baseline_mean"),
         F.col("stddev").alias("baseline_stddev"),
+        # The seq of a reading within its bounds: the last one says whether an excursion ended.
+        F.when(~alert, F.col("seq")).alias("calm"),
         *block_columns(F.lit(True)),
     )
     by_key = ["kind", *KEY]
@@ -174,6 +214,7 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
         *aggregates("value"),
         F.max("seq").alias("high_seq"),
+        F.max("calm").alias("calm_seq"),
         F.min("value").alias("value"),
         F.min("ts").alias("ts"),
         F.min("baseline_mean").alias("baseline_mean"),
@@ -186,7 +227,7 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
         kind.alias("kind"),
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        *["seq_block", "n", "mean", "m2", "high_seq", "seq_bits"],
+        *["seq_block", "n", "mean", "m2", "high_seq", "calm_seq", "seq_bits"],
         *[F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")],
         *["value", "ts", "baseline_mean", "baseline_stddev"],
     )

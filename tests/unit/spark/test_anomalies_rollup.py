@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pikit_spark.anomalies import STATE_SCHEMAS, BaselineStore, Rules, Threshold, alerts, judge
+from pikit_spark.anomalies import (
+    STATE_SCHEMAS,
+    BaselineStore,
+    Rules,
+    Threshold,
+    alerts,
+    excursion_starts,
+    judge,
+)
 from pikit_spark.rollup import daily
 from pyspark.sql import DataFrame, SparkSession
 
@@ -61,15 +69,40 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
     # seq 502 comes twice in the batch (a resend within it): one alert, counted once.
     found = run(3, suspicious.union(suspicious.where("seq = 502")))
-    assert sorted(r["seq"] for r in found) == [501, 502]
-    reasons = {r["seq"]: r["reason"] for r in found}
-    assert "standard deviations" in reasons[501]
-    assert reasons[502] == "above 30"
-    by_seq = sorted(found, key=lambda r: r["seq"])
+    # 501 and 502 are both out of bounds: one excursion, one alert, at its first reading.
+    assert [(r["seq"], r["readings_out"]) for r in found] == [(501, 2)]
     baseline = store.frame("baseline", store.before(3)["baseline"])
-    assert by_seq == [r.asDict() for r in alerts(suspicious, baseline, rules).orderBy("seq").collect()]
+    per_reading = [r.asDict() for r in alerts(suspicious, baseline, rules).orderBy("seq").collect()]
+    assert [r["seq"] for r in per_reading] == [501, 502]
+    assert "standard deviations" in per_reading[0]["reason"] and per_reading[1]["reason"] == "above 30"
+    assert {k: v for k, v in found[0].items() if k != "readings_out"} == per_reading[0]
+    assert store.before(4)["excursions"] == [("edge-1", "sim", "temperature")]
     ((*_, n, _, _),) = store.before(4)["baseline"]
     assert n == len(everything) + 3
+
+
+def test_one_alert_per_excursion_across_batches() -> None:
+    key = ("edge-1", "sim", "temperature")
+
+    def out(*seqs: int) -> list[dict[str, Any]]:
+        return [
+            {"device": key[0], "sensor": key[1], "metric": key[2], "seq": s, "reason": "above 30"}
+            for s in seqs
+        ]
+
+    # Out at 3 and 4, back at 5: one alert, and the excursion is over.
+    starts, under_way = excursion_starts(out(4, 3), {key: 5}, [])
+    assert [(a["seq"], a["readings_out"]) for a in starts] == [(3, 2)] and under_way == []
+    # Out from 7 to the end of the batch: it goes on into the next one, which raises nothing new.
+    starts, under_way = excursion_starts(out(7, 8), {key: 6}, under_way)
+    assert [a["seq"] for a in starts] == [7] and under_way == [key]
+    starts, under_way = excursion_starts(out(9, 10), {key: None}, under_way)
+    assert starts == [] and under_way == [key]
+    # Back within bounds only: over, and the next reading out is a new excursion.
+    starts, under_way = excursion_starts([], {key: 11}, under_way)
+    assert starts == [] and under_way == []
+    starts, under_way = excursion_starts(out(12), {key: None}, under_way)
+    assert [a["seq"] for a in starts] == [12]
 
 
 def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
