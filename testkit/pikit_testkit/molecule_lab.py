@@ -30,7 +30,7 @@ class AckedProducer:
     def __init__(self, options: dict[str, Any], keys: int = 6, first: int = 0) -> None:
         self.producer = KafkaProducer(**options, acks="all", enable_idempotence=True, linger_ms=5)
         self.keys = keys
-        self.sent = first
+        self.first = self.sent = first
         self.acked: list[tuple[bytes, bytes]] = []
         self.failed = 0
         self.lock = threading.Lock()
@@ -58,7 +58,7 @@ class AckedProducer:
         try:
             self.producer.flush(timeout=120)
         except KafkaTimeoutError:
-            pending = self.sent - len(self.acked) - self.failed
+            pending = self.sent - self.first - len(self.acked) - self.failed
             print(f"producer: {pending} sends without an outcome after 120s")
         # close() flushes again, and raises on the same stuck batches: they are counted above.
         with contextlib.suppress(KafkaTimeoutError):
