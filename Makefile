@@ -31,7 +31,7 @@ demo: bootstrap ## the main job on the local lab: cluster up, provisioned by pla
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios (Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3), e2e with certificate renewal and CA rotation (about 2 hours on 2 cores)
+test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios (Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3), e2e with certificate renewal and CA rotation (about 65 minutes on 2 cores)
 	@$(PY) -m pikit.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy

@@ -67,6 +67,19 @@ def options() -> dict[str, Any]:
     return admin_options(BOOTSTRAP, PKI)
 
 
+def placement() -> list[tuple[int, int, list[int], list[int]]]:
+    """(partition, leader, replicas, ISR) of the scenario's topic, as the brokers report it."""
+    admin = KafkaAdminClient(**options())
+    try:
+        (topic,) = admin.describe_topics([TOPIC])
+    finally:
+        admin.close()
+    return sorted(
+        (p["partition_index"], p["leader_id"], p["replica_nodes"], p["isr_nodes"])
+        for p in topic["partitions"]
+    )
+
+
 def quorum() -> dict[str, Any]:
     admin = KafkaAdminClient(**options())
     try:
@@ -195,6 +208,8 @@ def test_controllers_join_and_leave_one_at_a_time_under_a_producer(grown_invento
         assert state.split() == ["inactive", "disabled"], (
             f"{name}'s controller is stopped and disabled: {state}"
         )
+    if sender.failed or sender.sent - sender.first != len(sender.acked):
+        print(f"partitions of {TOPIC} after the run (sends failed or without an outcome): {placement()}")
     assert sender.failed == 0
     assert len(sender.acked) > 1000
     assert_every_ack_once_in_order(sender.acked, consumed)
