@@ -283,7 +283,8 @@ def agent_parts(site: Site, pki: Path, silent_after: float, lookback: float) -> 
             )
             if ago > silent_after:
                 part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
-        expiry = _certificate_expiry(pki / "clients" / f"{device}.crt")
+        # The pki role keeps a copy of each certificate it issued (issued/<host>-<service>.crt).
+        expiry = _certificate_expiry(pki / "issued" / f"{device}-edge-agent.crt")
         if expiry is not None:
             days = (expiry - now) / 86400
             part.details["certificate_days_left"] = round(days, 1)

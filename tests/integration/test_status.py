@@ -24,7 +24,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Site
     # The admin identity is the broker's super user; edge-1's certificate runs out in 10 days.
     bundle = pki / "clients/admin.pem"
     bundle.write_bytes(pem(key, certificate("bench", key, "it CA", ca_key, ip="127.0.0.1")))
-    (pki / "clients/edge-1.crt").write_bytes(
+    (pki / "issued").mkdir()
+    (pki / "issued/edge-1-edge-agent.crt").write_bytes(
         pem(None, certificate("edge-1", device_key, "it CA", ca_key, days=10))
     )
     broker = LocalBroker(tmp_path / "kafka", tls=(bundle, pki / "ca.crt"))
