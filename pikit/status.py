@@ -17,6 +17,7 @@ import json
 import socket
 import time
 import urllib.request
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,13 +88,19 @@ def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
         return False
 
 
-def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
+def listening_brokers(site: Site) -> list[str]:
+    """host:port of each broker of the inventory that accepts a connection on the client port."""
+    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    port = int(site.setting("pikit_kafka_client_port", "pikit"))
+    return [f"{site.address(b)}:{port}" for b in brokers if _reachable(site.address(b), port)]
+
+
+def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
     brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
     port = int(site.setting("pikit_kafka_client_port", "pikit"))
     addresses = {site.address(host): host for host in brokers}
     quorum = Part("KRaft")
     parts = {host: Part(host, {"address": site.address(host)}) for host in brokers}
-    reachable = [f"{a}:{port}" for a in addresses if _reachable(a, port)]
     if not reachable:
         quorum.problems.append(f"no broker answers on port {port}: the cluster is down")
         for part in parts.values():
@@ -141,13 +148,13 @@ def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
     for voter in quorum.details["voters"]:
         if voter["lag"] > max_lag:
             quorum.problems.append(f"voter {voter['id']} is {voter['lag']} records behind the leader")
-    hosted = {node: {"partitions": 0, "leaders": 0, "urp": 0} for node in node_host}
+    hosted: dict[int, dict[str, int]] = defaultdict(lambda: {"partitions": 0, "leaders": 0, "urp": 0})
     for topic in topics:
         for p in topic["partitions"]:
             for replica in p["replica_nodes"]:
-                hosted.setdefault(replica, {"partitions": 0, "leaders": 0, "urp": 0})["partitions"] += 1
+                hosted[replica]["partitions"] += 1
             if p["leader_id"] >= 0:
-                hosted.setdefault(p["leader_id"], {"partitions": 0, "leaders": 0, "urp": 0})["leaders"] += 1
+                hosted[p["leader_id"]]["leaders"] += 1
                 if len(p["isr_nodes"]) < len(p["replica_nodes"]):
                     hosted[p["leader_id"]]["urp"] += 1
     registered = {node_host[b]: b for b in health["brokers"] if b in node_host}
@@ -155,7 +162,7 @@ def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
         node = registered.get(host)
         part.details["up"] = node is not None
         if node is None:
-            listening = _reachable(part.details["address"], port)
+            listening = f"{part.details['address']}:{port}" in reachable
             part.problems.append(
                 "down: "
                 + (
@@ -165,7 +172,7 @@ def kafka_parts(site: Site, pki: Path) -> tuple[Part, list[Part]]:
                 )
             )
             continue
-        part.details.update(node_id=node, **hosted.get(node, {}))
+        part.details.update(node_id=node, **hosted[node])
         if part.details.get("urp"):
             part.problems.append(f"{part.details['urp']} under-replicated partitions it leads")
         for log_dir, disk in health["disks"].get(str(node), {}).items():
@@ -257,14 +264,13 @@ def _queries(part: Part, url: str, stalled_after: float = 120.0) -> list[dict[st
     return queries
 
 
-def agent_parts(site: Site, pki: Path, silent_after: float, lookback: float) -> list[Part]:
+def agent_parts(
+    site: Site, pki: Path, reachable: list[str], silent_after: float, lookback: float
+) -> list[Part]:
     devices = site.hosts(str(site.setting("pikit_edge_group", "pikit")))
     if not devices:
         return []
-    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
-    port = int(site.setting("pikit_kafka_client_port", "pikit"))
     topic = str(site.setting("pikit_readings_topic", "pikit"))
-    reachable = [f"{site.address(b)}:{port}" for b in brokers if _reachable(site.address(b), port)]
     # Without Kafka nothing can be said of the devices: unknown, which is not their fault.
     last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
     now = time.time()
@@ -335,14 +341,15 @@ def _certificate_expiry(path: Path) -> float | None:
 
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
     pki = site.state_dir / "pki"
-    quorum, brokers = kafka_parts(site, pki)
+    reachable = listening_brokers(site)
+    quorum, brokers = kafka_parts(site, pki, reachable)
     return Status(
         site=str(site.inventory),
         checked_at=time.time(),
         quorum=quorum,
         brokers=brokers,
         spark=spark_parts(site),
-        agents=agent_parts(site, pki, silent_after, lookback),
+        agents=agent_parts(site, pki, reachable, silent_after, lookback),
     )
 
 

@@ -13,6 +13,7 @@ from pikit_testkit.certs import certificate, new_key, pem
 
 from pikit.site import Site
 from pikit.status import collect
+from pikit.topic import mtls_client
 
 
 @pytest.fixture()
@@ -50,13 +51,7 @@ def test_the_broker_the_quorum_and_each_device_from_what_it_sent(
     site: tuple[Site, LocalBroker, Path],
 ) -> None:
     found, broker, pki = site
-    producer = KafkaProducer(
-        bootstrap_servers=broker.address,
-        security_protocol="SSL",
-        ssl_cafile=str(pki / "ca.crt"),
-        ssl_certfile=str(pki / "clients/admin.pem"),
-        acks="all",
-    )
+    producer = KafkaProducer(**mtls_client([broker.address], pki), acks="all")
     for depth in (30, 17):
         headers = [("pikit-agent", b"0.9.1"), ("pikit-spool", str(depth).encode())]
         producer.send("sensor-readings", key=b"edge-1", value=b"{}", headers=headers)
