@@ -116,11 +116,14 @@ class Site:
         """Each record signed as the device it is keyed by, or as `signed_as` (None: unsigned)."""
         keys = self.keys()
         producer = KafkaProducer(**self.client(), acks="all")
+        sends = []
         for key, value in records:
             signer = key if signed_as == "" else signed_as
             headers = signing.headers(signer, keys[signer], value) if signer else None
-            producer.send("sensor-readings", key=key.encode(), value=value, headers=headers)
+            sends.append(producer.send("sensor-readings", key=key.encode(), value=value, headers=headers))
         producer.flush()
+        for send in sends:
+            send.get(timeout=0)  # a send that failed says so here, not as a missing reading later
         producer.close()
 
 
