@@ -91,6 +91,7 @@ class AppMetrics(StreamingQueryListener):
         self._lock = threading.Lock()
         self._queries: dict[str, QueryProgress] = {}
         self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
+        self._devices: list[tuple[str, float, bool]] = []
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
         pass
@@ -120,10 +121,28 @@ class AppMetrics(StreamingQueryListener):
         with self._lock:
             self._values[name] = value
 
+    def devices(self, presence: list[tuple[str, float, bool]]) -> None:
+        """Each device's last reading (processing time) and whether the app holds it silent, from
+        the presence state after a batch: what a Prometheus alert on a quiet device reads."""
+        with self._lock:
+            self._devices = [(str(d), float(seen), bool(silent)) for d, seen, silent in presence]
+
     def exposition(self) -> str:
         with self._lock:
-            queries, values = list(self._queries.values()), dict(self._values)
-        return "".join(self._lines(queries, values))
+            queries, values, devices = list(self._queries.values()), dict(self._values), list(self._devices)
+        return "".join(self._lines(queries, values)) + "".join(self._device_lines(devices))
+
+    def _device_lines(self, devices: list[tuple[str, float, bool]]) -> Iterator[str]:
+        if not devices:
+            return
+        app = f'app="{self.app}"'
+        seen, silent = "pikit_device_last_reading_timestamp_seconds", "pikit_device_silent"
+        yield f"# HELP {seen} when the app last had a reading of the device (its batch's time)\n"
+        yield f"# TYPE {seen} gauge\n"
+        yield from (f'{seen}{{{app},device="{d}"}} {at}\n' for d, at, _ in devices)
+        yield f"# HELP {silent} 1 while the app holds the device silent (--silent-after-seconds)\n"
+        yield f"# TYPE {silent} gauge\n"
+        yield from (f'{silent}{{{app},device="{d}"}} {int(quiet)}\n' for d, _, quiet in devices)
 
     def _lines(self, queries: list[QueryProgress], values: dict[str, float]) -> Iterator[str]:
         app = f'app="{self.app}"'

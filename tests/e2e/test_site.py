@@ -170,7 +170,9 @@ def netns(node: str, *argv: str) -> str:
 
 
 def agent_metric(node: str, name: str) -> float:
-    fetch = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9108/metrics').read().decode())"
+    # The lab's agents listen on their own address (inventory/lab/hosts.yml), where Prometheus scrapes.
+    address = f"{SUBNET_TO}2{node.rsplit('-', 1)[1]}"
+    fetch = f"import urllib.request; print(urllib.request.urlopen('http://{address}:9108/metrics').read().decode())"
     out = sh(node, f'python3 -c "{fetch}"')
     return float(next(line.split()[1] for line in out.splitlines() if line.startswith(f"{name} ")))
 
@@ -305,6 +307,30 @@ def unhealthy(status: dict[str, Any]) -> dict[str, list[str]]:
     return {part["name"]: part["problems"] for part in parts if part["problems"]}
 
 
+# What the lab's Prometheus (roles/monitoring on the master) must fire for a stopped broker and agent.
+OUTAGE_ALERTS = (
+    "KafkaBrokerDown",
+    "KafkaUnderReplicatedPartitions",
+    "DeviceSilent",
+    "KafkaQuorumWithoutLeader",
+)
+
+
+def firing() -> set[tuple[str, str]]:
+    """(alert, the host or device it names) of every alert the lab's Prometheus fires."""
+    with urllib.request.urlopen(f"http://{SUBNET_TO}14:9090/api/v1/alerts", timeout=10) as response:
+        alerts = json.load(response)["data"]["alerts"]
+    return {
+        (a["labels"]["alertname"], a["labels"].get("host") or a["labels"].get("device", ""))
+        for a in alerts
+        if a["state"] == "firing"
+    }
+
+
+def outage_alerts() -> set[tuple[str, str]]:
+    return {(name, who) for name, who in firing() if name in OUTAGE_ALERTS}
+
+
 def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site: Site) -> None:
     def healthy() -> dict[str, Any] | None:
         code, status = pikit_status(site)
@@ -324,6 +350,8 @@ def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site:
     pikit_status(site, "--html", str(page))
     assert "pikit status: healthy" in page.read_text()
 
+    wait_for("no outage alert", lambda: not outage_alerts(), 120)
+    print(f"\nPrometheus fires before the stop: {sorted(firing()) or 'nothing'}")
     broker, agent = BROKERS[1], EDGES[1]
     sh(broker, "systemctl stop kafka")
     sh(agent, "systemctl stop edge-agent")
@@ -345,10 +373,32 @@ def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site:
         assert not [name for name in bad if name.startswith(("master", "worker", "app"))], bad
         for other in (BROKERS[0], BROKERS[2]):
             assert all("under-replicated" in p for p in bad.get(other, [])), bad
+
+        # Prometheus fires exactly that too: the broker down, the partitions it left
+        # under-replicated on the others, the device silent; and nothing about any other.
+        def alerted() -> set[tuple[str, str]] | None:
+            alerts = outage_alerts()
+            urp = {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"}
+            wanted = {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}
+            return alerts if wanted <= alerts and urp else None
+
+        alerts = wait_for("Prometheus to fire the outage's alerts", alerted, 60, every=3)
+        print(f"Prometheus fired them {time.monotonic() - stopped:.0f} s after the stop: {sorted(alerts)}")
+        assert time.monotonic() - stopped <= 75, (
+            "the alerts came later than a minute and a scrape after the stop"
+        )
+        others = {(name, who) for name, who in alerts if name != "KafkaUnderReplicatedPartitions"}
+        assert others == {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}, alerts
+        assert {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"} <= {
+            BROKERS[0],
+            BROKERS[2],
+        }, alerts
     finally:
         sh(broker, "systemctl start kafka")
         sh(agent, "systemctl start edge-agent")
     wait_for("pikit status to say healthy again", healthy, 300)
+    wait_for("the outage's alerts to clear", lambda: not outage_alerts(), 180)
+    print(f"the alerts cleared {time.monotonic() - stopped:.0f} s after the stop")
 
 
 def test_e_bad_input_and_a_late_device(site: Site) -> None:

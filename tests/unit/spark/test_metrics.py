@@ -58,6 +58,19 @@ def test_the_exposition_carries_the_last_progress_and_the_apps_counts() -> None:
     assert value(samples, "pikit_app_dead_letters_total", app="sensor_aggregates") == 0
 
 
+def test_each_device_is_exported_from_the_presence_state_and_none_before_a_batch() -> None:
+    metrics = AppMetrics("anomaly_alerts")
+    assert "pikit_device_" not in metrics.exposition()
+    metrics.devices([("edge-1", 1795600800.0, False), ("edge-2", 1795600500.5, True)])
+    samples = parse(metrics.exposition())
+    seen = "pikit_device_last_reading_timestamp_seconds"
+    assert value(samples, seen, app="anomaly_alerts", device="edge-2") == 1795600500.5
+    assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-1") == 0
+    assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-2") == 1
+    metrics.devices([("edge-1", 1795600900.0, False)])  # the state after the next batch replaces it
+    assert [s.labels["device"] for s in parse(metrics.exposition()) if s.name == seen] == ["edge-1"]
+
+
 def test_a_real_query_reports_its_progress_over_http(spark: SparkSession) -> None:
     metrics = AppMetrics("unit")
     spark.streams.addListener(metrics)

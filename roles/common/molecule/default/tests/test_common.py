@@ -110,3 +110,22 @@ def test_pi_throttling_flags_are_absent_without_a_pi_and_read_from_vcgencmd_on_o
     assert host.run("systemctl start pikit-pi-throttled.service").rc == 0
     assert value(_node_metrics(host), "pi_throttled", flag="throttled_now") is None
     assert host.service("pikit-pi-throttled.timer").is_enabled
+
+
+def test_certificate_expiry_is_read_from_what_the_pki_role_lists(host: Any) -> None:
+    root = "/etc/ssl/certs/ISRG_Root_X1.pem"  # Debian's ca-certificates: expires 2035-06-04 11:04:38 UTC
+    listing = "/etc/pikit/certificates.d/molecule.list"
+    host.run(f"mkdir -p /etc/pikit/certificates.d && printf '{root}\\n/etc/pikit/missing.crt\\n' > {listing}")
+    try:
+        assert host.run("systemctl start pikit-cert-expiry.service").rc == 0
+        samples = _node_metrics(host)
+        subject = "CN=ISRG Root X1,O=Internet Security Research Group,C=US"
+        expiry = value(samples, "pikit_certificate_expiry_timestamp_seconds", path=root, subject=subject)
+        assert expiry == 2064567878, expiry
+        assert value(samples, "pikit_certificate_readable", path=root) == 1
+        assert value(samples, "pikit_certificate_readable", path="/etc/pikit/missing.crt") == 0
+    finally:
+        host.run(f"rm -f {listing}")
+    assert host.run("systemctl start pikit-cert-expiry.service").rc == 0
+    assert values(_node_metrics(host), "pikit_certificate_readable") == []
+    assert host.service("pikit-cert-expiry.timer").is_enabled
