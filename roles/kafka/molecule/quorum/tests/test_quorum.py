@@ -187,7 +187,8 @@ def test_controllers_join_and_leave_one_at_a_time_under_a_producer(grown_invento
     ]
     print(
         f"\nquorum: {timings}; voters went {steps}; {len(samples)} samples, {len(samples) - len(answered)}"
-        f" unanswered, leaders seen {sorted({q['leader'] for q in answered})}; sent {sender.sent},"
+        f" unanswered, leaders seen {sorted({q['leader'] for q in answered})};"
+        f" sent {sender.sent - sender.first},"
         f" acknowledged {len(sender.acked)}, failed {sender.failed}, read back {len(consumed)}"
     )
     assert five["voters"] == sorted([1, 2, 3, *JOINING_IDS.values()]), five
