@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline bench-catchup
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline bench-catchup bench-emulated
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -31,7 +31,7 @@ demo: bootstrap ## the main job on the local lab: cluster up, provisioned by pla
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios (Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3), e2e with certificate renewal and CA rotation (about 65 minutes on 2 cores)
+test-ops: bootstrap artifacts ## what make test leaves out: heavier molecule scenarios (Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3, the agent on emulated arm64 and armhf), e2e with certificate renewal and CA rotation (about 65 minutes on 2 cores)
 	@$(PY) -m pikit.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
@@ -62,3 +62,9 @@ bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first
 
 bench-catchup: bootstrap ## sensor_aggregates draining a backlog on the demo's lab, beside a count-only ceiling
 	@$(PY) -m bench.catchup --readings 2000000 --rounds 2
+
+# 2 metrics every 0.2 s: 10 readings/s on every device, as bench.agent_footprint's agent.
+BENCH_EMULATED_SENSORS := {"edge_agent_sensors": [{"type": "simulated", "interval": 0.2, "seed": 1, "metrics": ["temperature", "humidity"]}]}
+bench-emulated: bootstrap artifacts ## the agent's RSS and CPU at 10 readings/s on emulated arm64 and armhf, beside a native one (its own lab)
+	@cd roles/edge_agent && molecule create -s emulated && molecule converge -s emulated -- -e '$(BENCH_EMULATED_SENSORS)' \
+	  && (cd ../.. && $(PY) -m bench.agent_emulated); rc=$$?; molecule destroy -s emulated; exit $$rc

@@ -5,6 +5,7 @@ molecule's create/destroy playbooks and the tests all call it.
 
     python -m pikit.lab up   [--inventory inventory/lab] [--arch arm64]
     python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...] [--tmpfs name:path:size ...]
+                             [--node-arch name=armhf ...]
     python -m pikit.lab down [--lab NAME | --all]
     python -m pikit.lab status
 """
@@ -39,6 +40,8 @@ class Node:
     ip: str
     # (path, size) pairs: a small RAM disk mounted at path, e.g. a data directory that must fill.
     tmpfs: tuple[tuple[str, str], ...] = ()
+    # The node's own architecture (emulated under qemu-user where it is not the host's), else the lab's.
+    arch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
     spec.validate()
     arch = arch or host_arch()
     ssh_key()
-    image = ensure_image(spec.suite, arch)
+    images = {a: ensure_image(spec.suite, a) for a in sorted({node.arch or arch for node in spec.nodes})}
     with phase(f"lab {spec.name}: {len(spec.nodes)} nodes on {spec.subnet}"):
         _ensure_network(spec)
         volume = _ensure_shared_volume(spec)
@@ -174,6 +177,8 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--ip",
                 node.ip,
                 "--systemd=always",
+                # The firewall role loads nftables rules into the node's own network namespace.
+                "--cap-add=NET_ADMIN",
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
                 "--volume",
@@ -182,11 +187,12 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--label",
                 f"{LABEL}={spec.name}",
                 "--arch",
-                arch,
-                image,
+                node.arch or arch,
+                images[node.arch or arch],
                 "/sbin/init",
             )
-        deadline = time.monotonic() + (60 if arch == host_arch() else 300)
+        emulated = any((node.arch or arch) != host_arch() for node in spec.nodes)
+        deadline = time.monotonic() + (300 if emulated else 60)
         for node in spec.nodes:
             _wait_for_ssh(node, deadline)
         for node in spec.nodes:
@@ -234,6 +240,9 @@ def main(argv: list[str] | None = None) -> None:
         help="a RAM disk of SIZE at PATH on NAME",
     )
     p_up.add_argument("--arch", help="image architecture, e.g. arm64 (emulated)")
+    p_up.add_argument(
+        "--node-arch", action="append", default=[], metavar="NAME=ARCH", help="NAME's own architecture"
+    )
     p_down = sub.add_parser("down", help="remove a lab's containers and network")
     p_down.add_argument("--lab", default=DEFAULT_LAB)
     p_down.add_argument("--all", action="store_true", help="every pikit lab on this machine")
@@ -249,8 +258,9 @@ def main(argv: list[str] | None = None) -> None:
             for item in args.tmpfs:
                 name, path, size = item.split(":")
                 disks.setdefault(name, []).append((path, size))
+            arches = dict(item.split("=", 1) for item in args.node_arch)
             nodes = tuple(
-                Node(name, ip, tuple(disks.get(name, [])))
+                Node(name, ip, tuple(disks.get(name, [])), arches.get(name))
                 for name, ip in (item.split("=", 1) for item in args.node)
             )
             spec = LabSpec(args.lab, args.subnet, nodes, args.suite)

@@ -33,13 +33,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 Step = Callable[[list[str]], int]
 
 
-def _stream(argv: list[str], cwd: Path, tail: list[str]) -> int:
+def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, str] | None = None) -> int:
     """Run argv, passing its output through and keeping the last lines in `tail`.
 
     On a terminal the output is not piped (the demo's live table and colours need a TTY);
     the person watching has the failure in front of them anyway.
     """
-    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **(extra_env or {})}
     if sys.stdout.isatty():
         return subprocess.run(argv, cwd=cwd, env=env, check=False).returncode
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -71,13 +71,17 @@ def failure_digest(lines: list[str], limit: int = 40) -> list[str]:
 # `make test-ops` so that `make test` stays within CI's hour on 2 cores.
 OPS_SCENARIOS = {
     ("kafka", "default"): "combined mode: the end-to-end lab converges it, kills its brokers, "
-    "and checks idempotence",
+    "and checks idempotence; here it also rotates the CA under producers (KAFKA_TEST_OPS)",
     ("spark", "default"): "Spark from the binary tarball; the end-to-end lab runs the wheel "
     "that the demo and site.yml use, and kills its driver",
     ("kafka", "upgrade"): "a Kafka upgrade from the previous release and its finalize under a producer; "
     "make test's scenarios run the kit's release only",
     ("kafka", "scale"): "a broker added, filled and taken out again under a producer (kafka-rebalance.yml)",
     ("kafka", "quorum"): "a static quorum made dynamic, then 3 to 5 voters and back to 3, under a producer",
+    (
+        "edge_agent",
+        "emulated",
+    ): "the agent and the base roles on emulated arm64 and armhf devices (qemu-user)",
 }
 
 
@@ -89,8 +93,8 @@ def molecule_scenarios() -> list[tuple[str, str]]:
     return found
 
 
-def _molecule(role: str, scenario: str) -> Step:
-    return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail)
+def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> Step:
+    return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail, env)
 
 
 def lint_phases() -> list[tuple[str, Step]]:
@@ -131,7 +135,7 @@ def ops_phases() -> list[tuple[str, Step]]:
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     python = VENV_BIN / "python"
-    return [(f"molecule {r}/{s}", _molecule(r, s)) for r, s in OPS_SCENARIOS] + [
+    return [(f"molecule {r}/{s}", _molecule(r, s, {"KAFKA_TEST_OPS": "1"})) for r, s in OPS_SCENARIOS] + [
         ("end-to-end with the ops scenarios", _cmd(python, "-m", "pytest", "-q", "-s", "tests/e2e"))
     ]
 

@@ -44,9 +44,10 @@ from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from pikit_testkit import polling
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
+from pikit_testkit.reach import reach_command
 
 from edge_agent import signing
-from pikit import REPO, lab, prometheus
+from pikit import REPO, lab, lab_image, prometheus
 from pikit.prometheus import scrape
 from pikit.topic import mtls_client, read_to_end
 
@@ -159,8 +160,8 @@ def sh(node: str, script: str, check: bool = True) -> str:
 
 
 def netns(node: str, *argv: str) -> str:
-    """A command in the node's network namespace, run from the host (the container itself
-    lacks CAP_NET_ADMIN, as a Pi's agent would)."""
+    """A command in the node's network namespace, run from the host: the cut is made from
+    outside, as a pulled cable is, not by the node's own tools."""
     pid = subprocess.run(
         ["podman", "inspect", "-f", "{{.State.Pid}}", node], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -239,6 +240,55 @@ def test_site_converges(site: Site) -> None:
     hosts = {f"e2e-{host}" for host in ("pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2")}
     assert set(site.first_recap) == hosts
     wait_for("readings of both agents", lambda: {r.device for r in raw_readings(site)} >= set(EDGES), 120)
+
+
+def test_the_firewall_drops_a_stranger_and_lets_the_cluster_through(site: Site) -> None:
+    """A container on the lab's network that is in no inventory group reaches SSH and nothing of
+    Kafka or Spark; the cluster's own traffic is the rest of this suite, run behind the firewall."""
+    stranger = f"{LAB}-stranger"
+    image = lab_image.ensure_image()
+    probes = [
+        ("broker", f"{SUBNET_TO}11", 9092),
+        ("quorum", f"{SUBNET_TO}11", 9093),
+        ("master", f"{SUBNET_TO}14", 7077),
+        ("master UI", f"{SUBNET_TO}14", 8080),
+        ("ssh", f"{SUBNET_TO}11", 22),
+    ]
+    script = "; ".join(reach_command(address, port) for _, address, port in probes)
+    seen = subprocess.run(
+        [
+            "podman",
+            "run",
+            "--rm",
+            "--name",
+            stranger,
+            "--network",
+            LAB,
+            "--ip",
+            f"{SUBNET_TO}99",
+            image,
+            "sh",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    outcome = {name: result for (name, _, _), result in zip(probes, seen, strict=True)}
+    device = {port: sh(EDGES[0], reach_command(f"{SUBNET_TO}11", port)).strip() for port in (9092, 9093)}
+    print(f"\n[firewall] from a stranger: {outcome}; from {EDGES[0]}: {device}")
+    assert outcome == {
+        "broker": "dropped",
+        "quorum": "dropped",
+        "master": "dropped",
+        "master UI": "dropped",
+        "ssh": "answered",
+    }
+    assert device == {9092: "answered", 9093: "dropped"}
+    for node in [*BROKERS, MASTER, *EDGES]:
+        assert "policy drop" in sh(node, "nft list chain inet pikit input"), f"{node}: no firewall"
 
 
 def test_the_spark_master_refuses_an_unauthenticated_kill(site: Site) -> None:

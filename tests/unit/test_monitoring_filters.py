@@ -12,6 +12,12 @@ def load() -> ModuleType:
     return load_filter_plugin("monitoring", "monitoring_filters")
 
 
+def addresses(hostvars: dict[str, Any]) -> dict[str, str]:
+    """What the role's `_monitoring_addresses` gives: pikit_address of every host."""
+    pikit = load_filter_plugin("pikit", "pikit_filters")
+    return {host: pikit.pikit_address(host, hostvars) for host in hostvars}
+
+
 GROUPS = {
     "kafka_broker": ["pi-2", "pi-1"],
     "kafka_controller": ["pi-1"],
@@ -36,7 +42,7 @@ def test_each_host_is_one_target_labelled_with_its_inventory_name_at_its_own_por
             "port_var": "kafka_metrics_port",
         }
     ]
-    assert load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS) == [
+    assert load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS, addresses(HOSTVARS)) == [
         {
             "job_name": "kafka",
             "metrics_path": "/metrics",
@@ -54,7 +60,7 @@ def test_port_0_leaves_a_host_out_and_a_job_without_targets_is_left_out() -> Non
         {"name": "kafka", "groups": ["kafka_broker"], "port": 9404, "port_var": "kafka_metrics_port"},
         {"name": "spark_worker", "groups": ["spark_worker"], "port": 8081},
     ]
-    configs = load().monitoring_scrape_configs(jobs, GROUPS, hostvars)
+    configs = load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars))
     assert [(c["job_name"], [s["labels"]["host"] for s in c["static_configs"]]) for c in configs] == [
         ("kafka", ["pi-1"])
     ]
@@ -62,7 +68,7 @@ def test_port_0_leaves_a_host_out_and_a_job_without_targets_is_left_out() -> Non
 
 def test_several_ports_and_a_path() -> None:
     jobs = [{"name": "spark_apps", "groups": ["spark_master"], "ports": [9431, 9432], "path": "/m"}]
-    [config] = load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS)
+    [config] = load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS, addresses(HOSTVARS))
     assert config["metrics_path"] == "/m"
     assert config["static_configs"] == [
         {"targets": ["10.0.0.14:9431", "10.0.0.14:9432"], "labels": {"host": "pi-4"}}
@@ -78,10 +84,10 @@ def test_a_listen_address_on_loopback_is_not_scraped_and_any_address_means_the_h
             "listen": "127.0.0.1:9108",
         }
     ]
-    [config] = load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS)
+    [config] = load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS, addresses(HOSTVARS))
     assert config["static_configs"] == [{"targets": ["10.0.1.1:9108"], "labels": {"host": "e1"}}]
     hostvars = {**HOSTVARS, "e2": {**HOSTVARS["e2"], "edge_agent_metrics_listen": "10.0.1.2:9200"}}
-    [config] = load().monitoring_scrape_configs(jobs, GROUPS, hostvars)
+    [config] = load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars))
     assert [s["targets"] for s in config["static_configs"]] == [["10.0.1.1:9108"], ["10.0.1.2:9200"]]
     hostvars = {**HOSTVARS, "e1": {"ansible_host": "10.0.1.1", "edge_agent_metrics_listen": ""}}
-    assert load().monitoring_scrape_configs(jobs, GROUPS, hostvars) == []
+    assert load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars)) == []

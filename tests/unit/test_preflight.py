@@ -40,6 +40,12 @@ def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
         ({"pikit_data_root": "srv/data"}, "pikit_data_root"),
         ({"common_sysctl_apply": "sometimes"}, "common_sysctl_apply"),
         ({"common_service_users": [{"groups": ["edge"]}]}, "name"),
+        (
+            {"common_ssh_allow_users": ["alice"], "ansible_user": "pi"},
+            "common_ssh_allow_users on pi-1 (alice) leaves out pi",
+        ),
+        ({"firewall_enabled": "sometimes"}, "firewall_enabled"),
+        ({"firewall_admin_sources": ["laptop.lan"]}, "firewall_admin_sources"),
     ],
 )
 def test_a_bad_variable_is_named(tmp_path: Path, group_vars: dict[str, object], named: str) -> None:

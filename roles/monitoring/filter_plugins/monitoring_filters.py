@@ -9,13 +9,7 @@ LOOPBACK = ("127.", "localhost", "::1", "[::1]")
 ANY = ("", "0.0.0.0", "::", "[::]")
 
 
-def _address(host: str, hostvars: Mapping[str, Any]) -> str:
-    # The same rule as pikit_address (roles/pikit): node_ip, else ansible_host, else the name.
-    facts = hostvars[host]
-    return str(facts.get("node_ip") or facts.get("ansible_host") or host)
-
-
-def _target(job: Mapping[str, Any], host: str, hostvars: Mapping[str, Any]) -> list[str]:
+def _target(job: Mapping[str, Any], host: str, hostvars: Mapping[str, Any], host_address: str) -> list[str]:
     """`address:port` of each endpoint `job` scrapes on `host`; [] where it serves none that
     another node can reach (port 0, or a listen address on loopback)."""
     facts = hostvars[host]
@@ -26,23 +20,27 @@ def _target(job: Mapping[str, Any], host: str, hostvars: Mapping[str, Any]) -> l
         address, _, port = listen.rpartition(":")
         if address.startswith(LOOPBACK):
             return []
-        return [f"{_address(host, hostvars) if address in ANY else address}:{int(port)}"]
+        return [f"{host_address if address in ANY else address}:{int(port)}"]
     ports = job.get("ports") or [facts.get(job.get("port_var") or "", job["port"])]
-    return [f"{_address(host, hostvars)}:{int(port)}" for port in ports if int(port)]
+    return [f"{host_address}:{int(port)}" for port in ports if int(port)]
 
 
 def monitoring_scrape_configs(
-    jobs: list[Mapping[str, Any]], groups: Mapping[str, list[str]], hostvars: Mapping[str, Any]
+    jobs: list[Mapping[str, Any]],
+    groups: Mapping[str, list[str]],
+    hostvars: Mapping[str, Any],
+    addresses: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     """Prometheus `scrape_configs` for `jobs` ({name, groups, port | ports | port_var | listen_var,
-    path}): one static config per host, labelled with its inventory name (`host`), so that alerts
-    name a host as the inventory does. A job with no target on any host is left out."""
+    path}): one static config per host at its address (`addresses`: host -> pikit_address),
+    labelled with its inventory name (`host`), so that alerts name a host as the inventory does.
+    A job with no target on any host is left out."""
     configs = []
     for job in jobs:
         hosts = sorted({h for group in job["groups"] for h in groups.get(group, [])})
         statics = []
         for host in hosts:
-            targets = _target(job, host, hostvars)
+            targets = _target(job, host, hostvars, addresses[host])
             if targets:
                 statics.append({"targets": targets, "labels": {"host": host}})
         if statics:

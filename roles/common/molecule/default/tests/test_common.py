@@ -73,6 +73,8 @@ def test_ssh_password_logins_off(host: Any) -> None:
     effective = host.run("sshd -T").stdout
     assert "passwordauthentication no" in effective
     assert "permitrootlogin without-password" in effective
+    assert "maxauthtries 3" in effective
+    assert "allowusers root" in effective  # common_ssh_allow_users in the lab
 
 
 def _node_metrics(host: Any) -> list[Sample]:

@@ -1,0 +1,187 @@
+"""Filters of the firewall role: one node's nftables rules from the inventory.
+
+Each service of the kit names the inventory groups that run it, the port it listens on (read as
+the host sets it, else from the owning role's defaults, so no port number is written twice) and
+the classes of sources that may reach it. A class is a set of addresses: the hosts of some groups,
+plus ranges the user sets. The result is a list of nftables match expressions, in order.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+LOOPBACK = ("127.", "localhost", "::1", "[::1]")
+ANY_LISTEN = ("", "0.0.0.0", "::", "[::]")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _network(value: str, where: str) -> Network:
+    try:
+        return ipaddress.ip_network(str(value).strip("[]"), strict=False)
+    except ValueError:
+        raise AnsibleFilterError(
+            f"firewall: {where} is {value!r}, not an IP address or range; the firewall matches "
+            "addresses, not names (set node_ip or ansible_host to the address, or firewall_enabled: false)"
+        ) from None
+
+
+def _text(network: Network) -> str:
+    return str(network.network_address) if network.num_addresses == 1 else str(network)
+
+
+def firewall_sources(
+    classes: Mapping[str, Any], groups: Mapping[str, list[str]], addresses: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """Each source class ({name: {groups: [...], ranges: [...]}}) as a sorted list of networks:
+    the addresses of its groups' hosts (`addresses`: host -> pikit_address) and its extra ranges."""
+    resolved: dict[str, list[str]] = {}
+    for name, spec in classes.items():
+        networks: set[Network] = set()
+        for group in spec.get("groups", []):
+            for host in groups.get(group, []):
+                networks.add(_network(addresses[host], f"the address of host {host}"))
+        for value in spec.get("ranges", []) or []:
+            networks.add(_network(value, f"a range of source class {name!r} ({spec.get('var', name)})"))
+        resolved[name] = [_text(n) for n in sorted(networks, key=lambda n: (n.version, n))]
+    return resolved
+
+
+def _listen_port(listen: str) -> int:
+    address, _, port = listen.rpartition(":")
+    return 0 if address.startswith(LOOPBACK) else int(port)
+
+
+_UNSET = object()
+
+
+def _setting(
+    name: str, facts: Mapping[str, Any], role_defaults: Mapping[str, Any], default: Any = _UNSET
+) -> Any:
+    if name in facts:
+        return facts[name]
+    for defaults in role_defaults.values():
+        if name in defaults:
+            return defaults[name]
+    if default is not _UNSET:
+        return default
+    raise AnsibleFilterError(f"firewall: no role declares {name!r}, which a firewall service names")
+
+
+def firewall_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, Any]:
+    """Each role's defaults/main.yml as written (its Jinja left unrendered: only literal ports are read)."""
+    found = {}
+    for role in roles:
+        path = Path(kit_dir) / "roles" / role / "defaults/main.yml"
+        found[role] = yaml.safe_load(path.read_text()) or {}
+    return found
+
+
+def _ports(
+    service: Mapping[str, Any], facts: Mapping[str, Any], role_defaults: Mapping[str, Any]
+) -> list[str]:
+    """The ports `service` listens on at this host, as nftables writes them ("9092", "4040-4041");
+    [] where it listens on none another node can reach."""
+    if "port_var" in service:
+        ports: list[Any] = [_setting(service["port_var"], facts, role_defaults, service.get("port", _UNSET))]
+    elif "port" in service:
+        ports = [service["port"]]
+    elif "listen_var" in service:
+        ports = [_listen_port(str(_setting(service["listen_var"], facts, role_defaults)))]
+    elif "ports_from" in service:
+        source = service["ports_from"]
+        items = _setting(source["var"], facts, role_defaults) or {}
+        names = _setting(source["names_var"], facts, role_defaults) or []
+        ports = [items[name].get(source["key"], 0) for name in names if name in items]
+    else:
+        raise AnsibleFilterError(f"firewall: service {service['name']!r} names no port")
+    rendered = [str(p) for p in ports if str(p) not in ("0", "")]
+    if "span_var" in service and rendered:
+        count = len(_setting(service["span_var"], facts, role_defaults) or [])
+        first = int(rendered[0])
+        rendered = [f"{first}-{first + count - 1}"] if count > 1 else rendered[:count]
+    return rendered
+
+
+def _split(networks: Iterable[str]) -> tuple[list[str], list[str]]:
+    v4 = [n for n in networks if ":" not in n]
+    v6 = [n for n in networks if ":" in n]
+    return v4, v6
+
+
+def _matches(proto: str, ports: list[str], v4: list[str], v6: list[str]) -> list[str]:
+    """nftables match expressions for `proto` to `ports` from the networks given ([] is none)."""
+    dport = f" {proto} dport {{ {', '.join(ports) if ports else '1-65535'} }}"
+    found = []
+    if "0.0.0.0/0" in v4 and "::/0" in v6:
+        return [dport.strip()]
+    for family, networks, any_net in (("ip", v4, "0.0.0.0/0"), ("ip6", v6, "::/0")):
+        if any_net in networks:
+            found.append(f"meta nfproto {'ipv4' if family == 'ip' else 'ipv6'}{dport}")
+        elif networks:
+            found.append(f"{family} saddr {{ {', '.join(networks)} }}{dport}")
+    return found
+
+
+def firewall_rules(
+    host: str,
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, list[str]],
+    services: list[Mapping[str, Any]],
+    sources: Mapping[str, list[str]],
+    role_defaults: Mapping[str, Any],
+) -> dict[str, Any]:
+    """This host's rules: {accept: [{name, why, matches}], guarded: {tcp: [...], udp: [...]},
+    peers: [{name, why, matches}]}.
+
+    `accept` opens each service the host runs to its source classes. `guarded` lists every port
+    those services use, which the template drops before `peers`, the services that open every
+    port to a class (Spark's executors pick theirs at random): a port the kit names is reachable
+    only from the sources it names, even on a host that is also a Spark node."""
+    facts = hostvars[host]
+    member = {group for group, hosts in groups.items() if host in hosts} | {"all"}
+    accept: list[dict[str, Any]] = []
+    peers: list[dict[str, Any]] = []
+    guarded: dict[str, list[str]] = {"tcp": [], "udp": []}
+    for service in services:
+        if not member & set(service["groups"]):
+            continue
+        proto = service.get("proto", "tcp")
+        unknown = set(service["from"]) - set(sources)
+        if unknown:
+            raise AnsibleFilterError(
+                f"firewall: service {service['name']!r} names unknown sources {sorted(unknown)}"
+            )
+        networks = sorted({n for cls in service["from"] for n in sources[cls]})
+        v4, v6 = _split(networks)
+        if service.get("any_port"):
+            entry = {
+                "name": service["name"],
+                "why": service.get("why", ""),
+                "matches": _matches(proto, [], v4, v6),
+            }
+            if entry["matches"]:
+                peers.append(entry)
+            continue
+        ports = _ports(service, facts, role_defaults)
+        if not ports:
+            continue
+        guarded[proto] += [p for p in ports if p not in guarded[proto]]
+        matches = _matches(proto, ports, v4, v6)
+        if matches:
+            accept.append({"name": service["name"], "why": service.get("why", ""), "matches": matches})
+    return {"accept": accept, "guarded": guarded, "peers": peers}
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "firewall_role_defaults": firewall_role_defaults,
+            "firewall_sources": firewall_sources,
+            "firewall_rules": firewall_rules,
+        }
