@@ -202,6 +202,13 @@ def armed(node: str, directory: str, name: str) -> bool:
     return sh(node, f"test -e {directory}/failpoints/{name} && echo yes", check=False).strip() == "yes"
 
 
+def app_journal(lines: int = 80) -> str:
+    """The aggregating app's last journal lines, for a failure message: when its output is
+    missing, the reason is in the driver's log, which dies with the lab."""
+    log = sh(MASTER, f"journalctl -u spark-app-sensor-aggregates -n {lines} --no-pager", check=False)
+    return f"\n--- journal of spark-app-sensor-aggregates on {MASTER} ---\n{log}"
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300.0, every: float = 5.0) -> Any:
     """Errors count as "not yet": brokers and apps restart during the scenarios."""
     return polling.wait_for(what, check, timeout, every, tolerate=(Exception,))
@@ -226,7 +233,7 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
         {d: int(agent_metric(d, "edge_agent_readings_taken_total")) for d in EDGES} if not complete else {}
     )
     print(f"\n[{scenario}] {model.counts()}" + (f"; taken by the agents so far {taken}" if taken else ""))
-    assert not found, f"{scenario}:\n" + "\n".join(found[:30])
+    assert not found, f"{scenario}:\n" + "\n".join(found[:30]) + app_journal()
     for device in EDGES:
         assert model.devices[device][0] == 0, f"{device}: its first readings are missing"
     return model
@@ -493,10 +500,13 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
     site.produce([(EDGES[1], forged)], signed_as=EDGES[0])
     site.produce([(EDGES[1], unsigned)], signed_as=None)
     window = ("e2e-late", "simulated", "temperature", minute)
-    wait_for(
-        "the late device's first window",
-        lambda: window in {key_of(v) for v in site.values("sensor-aggregates")},
-    )
+    try:
+        wait_for(
+            "the late device's first window",
+            lambda: window in {key_of(v) for v in site.values("sensor-aggregates")},
+        )
+    except AssertionError as missing:
+        raise AssertionError(f"{missing}{app_journal()}") from None
     late = [
         Reading("e2e-late", 31 + i, "simulated", "temperature", 99.0, "C", minute + 10 + i) for i in range(5)
     ]
