@@ -17,7 +17,6 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
-ANY_LISTEN = ("", "0.0.0.0", "::", "[::]")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
