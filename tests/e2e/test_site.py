@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
@@ -63,6 +64,14 @@ CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 180
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
+_LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text())
+# anomaly_alerts holds a device silent after this much of its batches' time without its readings.
+SILENT_AFTER_S = int(_LAB_VARS["spark_silent_after_seconds"])
+# Prometheus's NoReadings: no device's reading reached the app for this long.
+NO_READINGS_AFTER_S = int(_LAB_VARS["monitoring_no_readings_after_seconds"])
+# Between a device's last batch and its DeviceSilent: a trigger (10 s), the batch that decides, a
+# scrape and an evaluation (5 s each on the lab), with room for a broker failover on 2 cores.
+ALERT_SLACK_S = 60
 # Two site.yml runs and the scenarios: about 20 minutes on a 2-core machine.
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2700)]
 
@@ -369,6 +378,7 @@ OUTAGE_ALERTS = (
     "KafkaBrokerDown",
     "KafkaUnderReplicatedPartitions",
     "DeviceSilent",
+    "NoReadings",
     "KafkaQuorumWithoutLeader",
 )
 
@@ -432,18 +442,19 @@ def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site:
             assert all("under-replicated" in p for p in bad.get(other, [])), bad
 
         # Prometheus fires exactly that too: the broker down, the partitions it left
-        # under-replicated on the others, the device silent; and nothing about any other.
+        # under-replicated on the others, the device silent; and nothing about any other (the
+        # other device's readings were delayed by the failover, not missing).
         def alerted() -> set[tuple[str, str]] | None:
             alerts = outage_alerts()
             urp = {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"}
             wanted = {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}
             return alerts if wanted <= alerts and urp else None
 
-        alerts = wait_for("Prometheus to fire the outage's alerts", alerted, 60, every=3)
-        print(f"Prometheus fired them {time.monotonic() - stopped:.0f} s after the stop: {sorted(alerts)}")
-        assert time.monotonic() - stopped <= 75, (
-            "the alerts came later than a minute and a scrape after the stop"
+        deadline = stopped + SILENT_AFTER_S + ALERT_SLACK_S
+        alerts = wait_for(
+            "Prometheus to fire the outage's alerts", alerted, deadline - time.monotonic(), every=3
         )
+        print(f"Prometheus fired them {time.monotonic() - stopped:.0f} s after the stop: {sorted(alerts)}")
         others = {(name, who) for name, who in alerts if name != "KafkaUnderReplicatedPartitions"}
         assert others == {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}, alerts
         assert {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"} <= {
@@ -537,11 +548,29 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
     down = time.time()
     time.sleep(BROKER_OUTAGE_S / 2)
     spooled = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
-    time.sleep(BROKER_OUTAGE_S / 2)
-    starts = [subprocess.Popen(["podman", "exec", node, "systemctl", "start", "kafka"]) for node in BROKERS]
-    assert all(p.wait() == 0 for p in starts)
+    try:
+        # With every broker down no reading reaches the apps: NoReadings fires, and no device is
+        # blamed for it (DeviceSilent is for a device silent while others send).
+        no_readings = wait_for(
+            "Prometheus to fire NoReadings",
+            lambda: ("NoReadings", "") in firing() and time.time(),
+            down + BROKER_OUTAGE_S - time.time(),
+        )
+        silent = {who for name, who in firing() if name == "DeviceSilent"} & set(EDGES)
+        time.sleep(max(0.0, down + BROKER_OUTAGE_S - time.time()))
+    finally:
+        starts = [
+            subprocess.Popen(["podman", "exec", node, "systemctl", "start", "kafka"]) for node in BROKERS
+        ]
+        assert all(p.wait() == 0 for p in starts)
     up = time.time()
-    print(f"\n[a] brokers down {up - down:.0f}s; spool depth half-way {spooled}")
+    print(
+        f"\n[a] brokers down {up - down:.0f}s; spool depth half-way {spooled}; "
+        f"NoReadings fired {no_readings - down:.0f}s in"
+    )
+    # The apps' last batch began at most a trigger (10 s) and a poll before the kill.
+    assert no_readings - down >= NO_READINGS_AFTER_S - 15, "NoReadings fired before its threshold"
+    assert not silent, f"a device blamed for the brokers' outage: {silent}"
     assert all(depth > 100 for depth in spooled.values()), "the agents kept sampling into their spools"
     at_start = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
     listening = wait_for(
@@ -607,14 +636,16 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     seen = wait_for("the device's back alert", lambda: [a for a in presence_alerts() if a[1] == "back"], 180)
     alerts = presence_alerts()
     print(f"[b] presence alerts since the cut: {alerts}")
-    assert [(d, kind) for d, kind, _ in alerts if d == device] == [(device, "silent"), (device, "back")], (
-        alerts
-    )
-    assert not [a for a in alerts if a[0] != device and a[2] <= back], alerts
-    silent_at, back_at = alerts[0][2], seen[0][2]
-    # 60 s after the last batch that held its readings, which began at most one trigger (10 s) and
-    # a poll before the cut.
-    assert cut + 45 <= silent_at <= back, (cut, silent_at, back)
+    mine = [(kind, at) for d, kind, at in alerts if d == device]
+    assert [kind for kind, _ in mine] == ["silent", "back"], alerts
+    assert not [a for a in alerts if a[0] == EDGES[1]], alerts
+    # The suite's late device sent its last readings in (e): it may only have been found silent,
+    # by the first batch after the brokers' outage, which can fall after the cut.
+    assert not [a for a in alerts if a[0] in SYNTHETIC and a[1] != "silent"], alerts
+    silent_at, back_at = mine[0][1], seen[0][2]
+    # SILENT_AFTER_S after the last batch that held its readings, which began at most one trigger
+    # (10 s) and a poll before the cut.
+    assert cut + SILENT_AFTER_S - 15 <= silent_at <= back, (cut, silent_at, back)
     assert back_at >= back - 5, (back, back_at)
 
 
