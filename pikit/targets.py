@@ -113,7 +113,7 @@ def test_phases() -> list[tuple[str, Step]]:
     phases = [
         *lint_phases(),
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
-        ("unit tests", _cmd(python, "-m", "pytest", "-q", "tests/unit")),
+        ("unit tests", _cmd(python, "-m", "pytest", "-q", "-n", "2", "tests/unit")),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", "tests/integration")),
     ]
     phases += [
