@@ -191,6 +191,39 @@ def _json(url: str, timeout: float = 5.0) -> Any:
         return json.load(response)
 
 
+def worker_parts(
+    registrations: list[dict[str, Any]], hosts_by_address: dict[str, str], decommissioned: set[str]
+) -> list[Part]:
+    """One part per worker host from the master's registrations (`/json/` workers). A worker that
+    restarted or came back into service registers again under a new id and its old registration
+    stays DEAD for a while: the live one speaks for the host. A worker the inventory took out of
+    service (spark_workers_decommissioned) is expected to be gone; one still ALIVE is not."""
+    by_host: dict[str, dict[str, Any]] = {}
+    for worker in registrations:
+        host = hosts_by_address.get(worker["host"], worker["host"])
+        if host not in by_host or worker["state"] == "ALIVE":
+            by_host[host] = worker
+    parts = []
+    for host in sorted(set(hosts_by_address.values()) | set(by_host)):
+        found = by_host.get(host)
+        part = Part(f"worker {host}")
+        if found is not None:
+            part.details.update(state=found["state"], cores=found["cores"], cores_used=found["coresused"])
+        if host in decommissioned:
+            part.details["in_service"] = False
+            if found is not None and found["state"] == "ALIVE":
+                part.problems.append(
+                    "ALIVE, but spark_workers_decommissioned lists it: playbooks/spark.yml not run"
+                )
+        elif found is None:
+            part.details["state"] = "missing"
+            part.problems.append("not registered with the master")
+        elif found["state"] != "ALIVE":
+            part.problems.append(f"worker is {found['state']}")
+        parts.append(part)
+    return parts
+
+
 def spark_parts(site: Site) -> list[Part]:
     masters = site.hosts(str(site.setting("pikit_spark_master_group", "pikit")))
     if not masters:
@@ -208,21 +241,8 @@ def spark_parts(site: Site) -> list[Part]:
     hosts_by_address = {
         site.address(h): h for h in site.hosts(str(site.setting("pikit_spark_worker_group", "pikit")))
     }
-    seen = set()
-    for worker in state["workers"]:
-        host = hosts_by_address.get(worker["host"], worker["host"])
-        if worker["state"] == "DEAD" and host in seen:
-            continue  # an old registration of a worker that came back
-        seen.add(host)
-        part = Part(
-            f"worker {host}",
-            {"state": worker["state"], "cores": worker["cores"], "cores_used": worker["coresused"]},
-        )
-        if worker["state"] != "ALIVE":
-            part.problems.append(f"worker is {worker['state']}")
-        parts.append(part)
-    for host in sorted(set(hosts_by_address.values()) - seen):
-        parts.append(Part(f"worker {host}", {"state": "missing"}, ["not registered with the master"]))
+    decommissioned = set(site.setting("spark_workers_decommissioned", "spark", masters[0]) or [])
+    parts += worker_parts(state["workers"], hosts_by_address, decommissioned)
     apps = site.setting("spark_apps", "spark", masters[0])
     running = {app["name"]: app for app in state.get("activeapps", [])}
     for name in site.setting("spark_site_apps", "spark", masters[0]):

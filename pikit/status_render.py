@@ -37,6 +37,8 @@ def describe(kind: str, part: Part) -> str:
         )
     if kind == "spark":
         bits = [str(d[k]) for k in ("state",) if k in d]
+        if d.get("in_service") is False:
+            bits.append("out of service (spark_workers_decommissioned)")
         if "cores" in d:
             bits.append(
                 f"cores {d.get('cores_used', '-')}/{d['cores']}"
