@@ -118,6 +118,7 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
         assert upgrade.returncode == 0, upgrade.stdout[-5000:]
         upgraded = time.monotonic()
         mid = {"releases": {n: installed(n) for n in NODES}, "running": {n: running(n) for n in NODES}}
+        kept = {n: releases(n) for n in NODES}
         mid_features = finalized_features(BOOTSTRAP, PKI)
         finalize = playbook(UPGRADE, {"kafka_version": TO, "finalize": True})
         assert finalize.returncode == 0, finalize.stdout[-5000:]
@@ -135,6 +136,9 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
     assert all("version" in reasons for _, reasons in steps), steps
     assert mid == {"releases": {n: TO for n in NODES}, "running": {n: TO for n in NODES}}
     assert mid_features == before["features"], "nothing finalized before it was asked for"
+    assert kept == dict.fromkeys(NODES, tuple(sorted({FROM, TO}))), (
+        "the release to go back to stays until the finalize"
+    )
     after = finalized_features(BOOTSTRAP, PKI)
     assert after["metadata.version"] > before["features"]["metadata.version"]
     kraft_before = before["features"].get("kraft.version", 0)
@@ -144,6 +148,14 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
     assert_every_ack_once_in_order(sender.acked, consumed)
     record = (Path(os.environ["PIKIT_STATE_DIR"]) / f"kafka/upgrade-to-{TO}.json").read_text()
     assert f'"{FROM}"' in record, "the controller keeps what the upgrade started from"
+    # The way back is kept until the finalize, and removed by it.
+    assert {n: releases(n) for n in NODES} == dict.fromkeys(NODES, (TO,)), "old releases left after finalize"
+
+
+def releases(node: str) -> tuple[str, ...]:
+    """The Kafka releases on the node: unpacked trees and cached tarballs."""
+    found = podman("exec", node, "sh", "-c", "ls -d /opt/kafka/kafka_*-* /opt/kafka/dist/kafka_*-*")
+    return tuple(sorted({re.sub(r"\.tgz$", "", path).rsplit("-", 1)[-1] for path in found.split()}))
 
 
 def test_a_second_run_changes_nothing() -> None:
