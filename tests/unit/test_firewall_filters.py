@@ -13,6 +13,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from pikit import REPO
+from pikit.service_ports import role_defaults
 from tests.conftest import load_filter_plugin
 
 PIKIT_DEFAULTS = yaml.safe_load((REPO / "roles/pikit/defaults/main.yml").read_text())
@@ -85,9 +86,7 @@ def plan(host: str, hostvars: dict[str, Any] | None = None, **kwargs: Any) -> di
     f = load()
     hv = hostvars or HOSTVARS
     sources = f.firewall_sources(classes(**kwargs), GROUPS, addresses(hv))
-    defaults = f.firewall_role_defaults(
-        str(REPO), ["pikit", "common", "kafka", "spark", "edge_agent", "monitoring"]
-    )
+    defaults = role_defaults(REPO, ["pikit", "common", "kafka", "spark", "edge_agent", "monitoring"])
     rules: dict[str, Any] = f.firewall_rules(host, hv, GROUPS, kit_services(), sources, defaults)
     return rules
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import jinja2
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from pikit import REPO
+from pikit.service_ports import role_defaults
 from tests.conftest import load_filter_plugin
 
 
@@ -91,3 +98,44 @@ def test_a_listen_address_on_loopback_is_not_scraped_and_any_address_means_the_h
     assert [s["targets"] for s in config["static_configs"]] == [["10.0.1.1:9108"], ["10.0.1.2:9200"]]
     hostvars = {**HOSTVARS, "e1": {"ansible_host": "10.0.1.1", "edge_agent_metrics_listen": ""}}
     assert load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars)) == []
+
+
+def kit_jobs() -> list[dict[str, Any]]:
+    """The role's own monitoring_jobs, with the lab's group names (the defaults' Jinja rendered)."""
+    text = (REPO / "roles/monitoring/defaults/main.yml").read_text()
+    names = {"pikit_kafka_controller_group": "kafka_controller", "pikit_kafka_broker_group": "kafka_broker"}
+    names |= {"pikit_spark_master_group": "spark_master", "pikit_spark_worker_group": "spark_worker"}
+    names |= {"pikit_edge_group": "edge"}
+    rendered = jinja2.Template(text).render(**names)
+    return list(yaml.safe_load(rendered)["monitoring_jobs"])
+
+
+def test_the_kit_jobs_read_each_port_from_the_serving_roles_defaults_unless_the_host_sets_it() -> None:
+    defaults = role_defaults(REPO, ["common", "kafka", "spark", "edge_agent"])
+    configs = load().monitoring_scrape_configs(kit_jobs(), GROUPS, HOSTVARS, addresses(HOSTVARS), defaults)
+    assert {c["job_name"]: [t for s in c["static_configs"] for t in s["targets"]] for c in configs} == {
+        "node": ["10.0.1.1:9100", "10.0.1.2:9100", "10.0.0.11:9100", "10.0.0.12:9100", "10.0.0.14:9100"],
+        "kafka": ["10.0.0.11:9404", "10.0.0.12:9999"],
+        "spark_master": ["10.0.0.14:8080"],
+        "spark_apps": ["10.0.0.14:9431", "10.0.0.14:9432"],
+        "edge_agent": ["10.0.1.1:9108"],
+    }
+
+
+def test_the_apps_scraped_are_the_site_apps_at_their_own_ports() -> None:
+    defaults = role_defaults(REPO, ["common", "kafka", "spark", "edge_agent"])
+    apps = dict(defaults["spark"]["spark_apps"])
+    apps["anomaly_alerts"] = {**apps["anomaly_alerts"], "metrics_port": 9500}
+    hostvars = {**HOSTVARS, "pi-4": {**HOSTVARS["pi-4"], "spark_apps": apps}}
+    jobs = [job for job in kit_jobs() if job["name"] == "spark_apps"]
+    [config] = load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars), defaults)
+    assert config["static_configs"][0]["targets"] == ["10.0.0.14:9431", "10.0.0.14:9500"]
+    hostvars["pi-4"]["spark_site_apps"] = ["sensor_aggregates"]
+    [config] = load().monitoring_scrape_configs(jobs, GROUPS, hostvars, addresses(hostvars), defaults)
+    assert config["static_configs"][0]["targets"] == ["10.0.0.14:9431"]
+
+
+def test_a_port_variable_nobody_declares_is_named() -> None:
+    jobs = [{"name": "mine", "groups": ["spark_master"], "port_var": "my_exporter_port"}]
+    with pytest.raises(AnsibleFilterError, match="job 'mine': no role declares 'my_exporter_port'"):
+        load().monitoring_scrape_configs(jobs, GROUPS, HOSTVARS, addresses(HOSTVARS), {})

@@ -46,6 +46,13 @@ def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
         ),
         ({"firewall_enabled": "sometimes"}, "firewall_enabled"),
         ({"firewall_admin_sources": ["laptop.lan"]}, "firewall_admin_sources"),
+        (
+            {
+                "pikit_monitoring_group": "other",
+                "monitoring_jobs": [{"name": "mine", "groups": ["all"], "port": 9999, "ports": [9998]}],
+            },
+            "job 'mine' must set exactly one of",
+        ),
     ],
 )
 def test_a_bad_variable_is_named(tmp_path: Path, group_vars: dict[str, object], named: str) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
 from ansible.errors import AnsibleFilterError
 
-LOOPBACK = ("127.", "localhost", "::1", "[::1]")
+from pikit.service_ports import ServiceError, endpoints, setting
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -51,60 +50,20 @@ def firewall_sources(
     return resolved
 
 
-def _listen_port(listen: str) -> int:
-    address, _, port = listen.rpartition(":")
-    return 0 if address.startswith(LOOPBACK) else int(port)
-
-
-_UNSET = object()
-
-
-def _setting(
-    name: str, facts: Mapping[str, Any], role_defaults: Mapping[str, Any], default: Any = _UNSET
-) -> Any:
-    if name in facts:
-        return facts[name]
-    for defaults in role_defaults.values():
-        if name in defaults:
-            return defaults[name]
-    if default is not _UNSET:
-        return default
-    raise AnsibleFilterError(f"firewall: no role declares {name!r}, which a firewall service names")
-
-
-def firewall_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, Any]:
-    """Each role's defaults/main.yml as written (its Jinja left unrendered: only literal ports are read)."""
-    found = {}
-    for role in roles:
-        path = Path(kit_dir) / "roles" / role / "defaults/main.yml"
-        found[role] = yaml.safe_load(path.read_text()) or {}
-    return found
-
-
 def _ports(
-    service: Mapping[str, Any], facts: Mapping[str, Any], role_defaults: Mapping[str, Any]
+    service: Mapping[str, Any], facts: Mapping[str, Any], role_defaults: Mapping[str, Mapping[str, Any]]
 ) -> list[str]:
     """The ports `service` listens on at this host, as nftables writes them ("9092", "4040-4041");
     [] where it listens on none another node can reach."""
-    if "port_var" in service:
-        ports: list[Any] = [_setting(service["port_var"], facts, role_defaults, service.get("port", _UNSET))]
-    elif "port" in service:
-        ports = [service["port"]]
-    elif "listen_var" in service:
-        ports = [_listen_port(str(_setting(service["listen_var"], facts, role_defaults)))]
-    elif "ports_from" in service:
-        source = service["ports_from"]
-        items = _setting(source["var"], facts, role_defaults) or {}
-        names = _setting(source["names_var"], facts, role_defaults) or []
-        ports = [items[name].get(source["key"], 0) for name in names if name in items]
-    else:
-        raise AnsibleFilterError(f"firewall: service {service['name']!r} names no port")
-    rendered = [str(p) for p in ports if str(p) not in ("0", "")]
-    if "span_var" in service and rendered:
-        count = len(_setting(service["span_var"], facts, role_defaults) or [])
-        first = int(rendered[0])
-        rendered = [f"{first}-{first + count - 1}"] if count > 1 else rendered[:count]
-    return rendered
+    try:
+        ports = [str(found.port) for found in endpoints(service, facts, role_defaults)]
+        if "span_var" in service and ports:
+            count = len(setting(service["span_var"], facts, role_defaults) or [])
+            first = int(ports[0])
+            ports = [f"{first}-{first + count - 1}"] if count > 1 else ports[:count]
+    except ServiceError as exc:
+        raise AnsibleFilterError(f"firewall: service {service.get('name', '?')!r}: {exc}") from None
+    return ports
 
 
 def _split(networks: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -180,7 +139,6 @@ def firewall_rules(
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "firewall_role_defaults": firewall_role_defaults,
             "firewall_sources": firewall_sources,
             "firewall_rules": firewall_rules,
         }

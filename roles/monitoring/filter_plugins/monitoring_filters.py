@@ -5,24 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-LOOPBACK = ("127.", "localhost", "::1", "[::1]")
-ANY = ("", "0.0.0.0", "::", "[::]")
+from ansible.errors import AnsibleFilterError
+
+from pikit.service_ports import ServiceError, endpoints
 
 
-def _target(job: Mapping[str, Any], host: str, hostvars: Mapping[str, Any], host_address: str) -> list[str]:
-    """`address:port` of each endpoint `job` scrapes on `host`; [] where it serves none that
+def _targets(
+    job: Mapping[str, Any], facts: Mapping[str, Any], host_address: str, role_defaults: Mapping[str, Any]
+) -> list[str]:
+    """`address:port` of each endpoint `job` scrapes on a host; [] where it serves none that
     another node can reach (port 0, or a listen address on loopback)."""
-    facts = hostvars[host]
-    if job.get("listen_var"):
-        listen = str(facts.get(job["listen_var"], job.get("listen", "")))
-        if not listen:
-            return []
-        address, _, port = listen.rpartition(":")
-        if address.startswith(LOOPBACK):
-            return []
-        return [f"{host_address if address in ANY else address}:{int(port)}"]
-    ports = job.get("ports") or [facts.get(job.get("port_var") or "", job["port"])]
-    return [f"{host_address}:{int(port)}" for port in ports if int(port)]
+    try:
+        found = endpoints(job, facts, role_defaults)
+    except ServiceError as exc:
+        raise AnsibleFilterError(f"monitoring_jobs: job {job.get('name', '?')!r}: {exc}") from None
+    return [f"{endpoint.address or host_address}:{endpoint.port}" for endpoint in found]
 
 
 def monitoring_scrape_configs(
@@ -30,17 +27,19 @@ def monitoring_scrape_configs(
     groups: Mapping[str, list[str]],
     hostvars: Mapping[str, Any],
     addresses: Mapping[str, str],
+    role_defaults: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Prometheus `scrape_configs` for `jobs` ({name, groups, port | ports | port_var | listen_var,
-    path}): one static config per host at its address (`addresses`: host -> pikit_address),
-    labelled with its inventory name (`host`), so that alerts name a host as the inventory does.
-    A job with no target on any host is left out."""
+    """Prometheus `scrape_configs` for `jobs` ({name, groups, path} and a port named one of the ways
+    pikit/service_ports.py reads, from each host's variables, else `role_defaults`): one static
+    config per host at its address (`addresses`: host -> pikit_address), labelled with its
+    inventory name (`host`), so that alerts name a host as the inventory does. A job with no target
+    on any host is left out."""
     configs = []
     for job in jobs:
         hosts = sorted({h for group in job["groups"] for h in groups.get(group, [])})
         statics = []
         for host in hosts:
-            targets = _target(job, host, hostvars, addresses[host])
+            targets = _targets(job, hostvars[host], addresses[host], role_defaults or {})
             if targets:
                 statics.append({"targets": targets, "labels": {"host": host}})
         if statics:

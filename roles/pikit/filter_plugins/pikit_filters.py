@@ -7,6 +7,8 @@ from typing import Any
 
 from edge_agent.signing import device_key
 
+from pikit.service_ports import role_defaults
+
 
 def pikit_address(host: str, hostvars: Mapping[str, Any]) -> str:
     """The address the other nodes reach `host` at: its `node_ip`, else its `ansible_host`, else its name."""
@@ -24,10 +26,17 @@ def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]
     return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
 
 
+def pikit_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, dict[str, Any]]:
+    """Each role's defaults as written, for the filters that read other roles' ports from them
+    (pikit/service_ports.py)."""
+    return role_defaults(kit_dir, roles)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "pikit_address": pikit_address,
             "pikit_host_ports": pikit_host_ports,
             "pikit_device_signing_keys": pikit_device_signing_keys,
+            "pikit_role_defaults": pikit_role_defaults,
         }
