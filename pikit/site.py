@@ -15,19 +15,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pikit import REPO
+from pikit.service_ports import role_defaults
 
 VENV_BIN = REPO / ".venv/bin"
 
 
 class SiteError(ValueError):
     """The inventory cannot be read, or lacks what a tool needs; the message names it."""
-
-
-def role_defaults(role: str) -> dict[str, Any]:
-    return dict(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text()))
 
 
 def _is_template(value: Any) -> bool:
@@ -84,7 +79,7 @@ class Site:
         if name in self.hostvars.get(host, {}):
             value = self.hostvars[host][name]
             return self.render(host, name) if _is_template(value) else value
-        defaults = role_defaults(role)
+        defaults = role_defaults(REPO, [role])[role]
         if name not in defaults:
             raise SiteError(f"{name} is neither in the inventory nor a default of roles/{role}")
         value = defaults[name]
