@@ -13,8 +13,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pikit import REPO
@@ -33,6 +35,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 Step = Callable[[list[str]], int]
 
 
+# A lane that runs beside another holds its output here until it ends, so that two phases'
+# lines never interleave; None (the default) passes output straight through.
+_held = threading.local()
+_print_lock = threading.Lock()
+
+
 def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, str] | None = None) -> int:
     """Run argv, passing its output through and keeping the last lines in `tail`.
 
@@ -40,17 +48,31 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     the person watching has the failure in front of them anyway.
     """
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **(extra_env or {})}
-    if sys.stdout.isatty():
+    held: list[bytes] | None = getattr(_held, "lines", None)
+    if sys.stdout.isatty() and held is None:
         return subprocess.run(argv, cwd=cwd, env=env, check=False).returncode
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None
     kept: collections.deque[str] = collections.deque(maxlen=4000)
     for raw in proc.stdout:
-        sys.stdout.buffer.write(raw)
-        sys.stdout.flush()
+        if held is None:
+            sys.stdout.buffer.write(raw)
+            sys.stdout.flush()
+        else:
+            held.append(raw)
         kept.append(_ANSI.sub("", raw.decode(errors="replace")).rstrip())
     tail.extend(kept)
     return proc.wait()
+
+
+def _say(message: str) -> None:
+    """A line of the pipeline's own, or held with its lane's output while the lane runs."""
+    held: list[bytes] | None = getattr(_held, "lines", None)
+    if held is None:
+        with _print_lock:
+            say(message)
+    else:
+        held.append(f"{message}\n".encode())
 
 
 def _cmd(*argv: str | Path) -> Step:
@@ -97,6 +119,27 @@ def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> St
     return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail, env)
 
 
+Phase = tuple[str, Step]
+
+
+@dataclass
+class Beside:
+    """Lanes of phases that run at the same time, each lane's phases one after another. Only
+    phases that share nothing go here: lint reads the tree, while the artifact cache, the unit
+    and the integration tests write only their own files and ports. The first lane's output
+    streams; each other lane's is held and shown in one piece when it ends."""
+
+    lanes: Sequence[Sequence[Phase]]
+
+
+def flat(phases: Sequence[Phase | Beside]) -> list[Phase]:
+    """Every phase of a pipeline, those run beside others included."""
+    found: list[Phase] = []
+    for item in phases:
+        found += [phase for lane in item.lanes for phase in lane] if isinstance(item, Beside) else [item]
+    return found
+
+
 def lint_phases() -> list[tuple[str, Step]]:
     return [
         ("yamllint", _cmd("yamllint", "--strict", ".")),
@@ -108,21 +151,25 @@ def lint_phases() -> list[tuple[str, Step]]:
     ]
 
 
-def test_phases() -> list[tuple[str, Step]]:
+# Each pytest phase names its ten slowest tests, so that the next slow one shows itself.
+DURATIONS = "--durations=10"
+
+
+def test_phases() -> list[Phase | Beside]:
     python = VENV_BIN / "python"
-    phases = [
-        *lint_phases(),
+    checks: list[Phase] = [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
-        ("unit tests", _cmd(python, "-m", "pytest", "-q", "-n", "2", "tests/unit")),
-        ("integration tests", _cmd(python, "-m", "pytest", "-q", "tests/integration")),
+        ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit")),
+        ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "tests/integration")),
     ]
+    phases: list[Phase | Beside] = [Beside([checks, lint_phases()])]
     phases += [
         (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
     ]
     phases.append(
         (
             "end-to-end (site.yml on the lab)",
-            _cmd(python, "-m", "pytest", "-q", "-s", "-m", "not ops", "tests/e2e"),
+            _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "-m", "not ops", "tests/e2e"),
         )
     )
     return phases
@@ -136,7 +183,10 @@ def ops_phases() -> list[tuple[str, Step]]:
         say(f"    {role}/{scenario}: {why}")
     python = VENV_BIN / "python"
     return [(f"molecule {r}/{s}", _molecule(r, s, {"KAFKA_TEST_OPS": "1"})) for r, s in OPS_SCENARIOS] + [
-        ("end-to-end with the ops scenarios", _cmd(python, "-m", "pytest", "-q", "-s", "tests/e2e"))
+        (
+            "end-to-end with the ops scenarios",
+            _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "tests/e2e"),
+        )
     ]
 
 
@@ -150,32 +200,90 @@ def demo_phases() -> list[tuple[str, Step]]:
     ]
 
 
-PIPELINES = {"test": test_phases, "test-ops": ops_phases, "demo": demo_phases, "lint": lint_phases}
+PIPELINES: dict[str, Callable[[], Sequence[Phase | Beside]]] = {
+    "test": test_phases,
+    "test-ops": ops_phases,
+    "demo": demo_phases,
+    "lint": lint_phases,
+}
+
+
+@dataclass
+class Result:
+    title: str
+    elapsed: float
+    rc: int
+    tail: list[str]
+    lane: int = 0  # 0: on its own; n: in lane n of phases run beside each other
+
+
+def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
+    """The phases one after another, until one fails."""
+    for title, step in phases:
+        _say(f"==> [{name}] {title}")
+        t0 = time.monotonic()
+        tail: list[str] = []
+        rc = step(tail)
+        elapsed = time.monotonic() - t0
+        results.append(Result(title, elapsed, rc, tail, lane))
+        _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
+        if rc != 0:
+            return
+
+
+def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
+    """Every lane at once; the wall time they took together."""
+    t0 = time.monotonic()
+    titles = [" > ".join(title for title, _ in lane) for lane in beside.lanes]
+    say(f"==> [{name}] at the same time: {' | '.join(titles)}")
+
+    def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
+        if index:
+            _held.lines = []
+        try:
+            _run_lane(name, phases, index + 1, out)
+        finally:
+            if index:
+                with _print_lock:
+                    say(f"--- [{name}] lane {index + 1} ({titles[index]}), held while it ran:")
+                    sys.stdout.buffer.write(b"".join(_held.lines))
+                    sys.stdout.flush()
+
+    outs: list[list[Result]] = [[] for _ in beside.lanes]
+    threads = [
+        threading.Thread(target=lane_main, args=(i, lane, outs[i])) for i, lane in enumerate(beside.lanes)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for out in outs:
+        results.extend(out)
+    return time.monotonic() - t0
 
 
 def run_pipeline(name: str) -> int:
-    results: list[tuple[str, float, int]] = []
+    results: list[Result] = []
     started = time.monotonic()
-    tail: list[str] = []
-    for title, step in PIPELINES[name]():
-        say(f"==> [{name}] {title}")
-        t0 = time.monotonic()
-        tail.clear()
-        rc = step(tail)
-        elapsed = time.monotonic() - t0
-        results.append((title, elapsed, rc))
-        say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
-        if rc != 0:
+    for item in PIPELINES[name]():
+        if isinstance(item, Beside):
+            wall = _run_beside(name, item, results)
+            say(f"<== [{name}] lanes done in {wall:.1f}s")
+            results.append(Result("(the lanes above, wall time)", wall, 0, [], 0))
+        else:
+            _run_lane(name, [item], 0, results)
+        if any(r.rc for r in results):
             break
     say(f"\n{name}: phase times")
-    for title, elapsed, rc in results:
-        say(f"  {title:<32} {elapsed:7.1f}s  {'ok' if rc == 0 else 'FAILED'}")
-    say(f"  {'total':<32} {time.monotonic() - started:7.1f}s")
-    failed = sum(1 for _, _, rc in results if rc != 0)
-    say(f"phases: {len(results) - failed} passed, {failed} failed")
-    if failed:
-        say(f"\nwhy {results[-1][0]} failed (the lines of its output that say so):")
-        for line in failure_digest(tail) or tail[-20:]:
+    for r in results:
+        title = f"{'  ' if r.lane else ''}{r.title}{f' [lane {r.lane}]' if r.lane else ''}"
+        say(f"  {title:<44} {r.elapsed:7.1f}s  {'ok' if r.rc == 0 else 'FAILED'}")
+    say(f"  {'total':<44} {time.monotonic() - started:7.1f}s")
+    failed = [r for r in results if r.rc]
+    say(f"phases: {len(results) - len(failed)} passed, {len(failed)} failed")
+    for r in failed:
+        say(f"\nwhy {r.title} failed (the lines of its output that say so):")
+        for line in failure_digest(r.tail) or r.tail[-20:]:
             say(f"  | {line}")
     return 1 if failed else 0
 

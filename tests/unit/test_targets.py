@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pikit.targets import OPS_SCENARIOS, _stream, failure_digest, molecule_scenarios, ops_phases, test_phases
+import pytest
+
+from pikit.targets import (
+    OPS_SCENARIOS,
+    PIPELINES,
+    Beside,
+    Step,
+    _stream,
+    failure_digest,
+    flat,
+    molecule_scenarios,
+    ops_phases,
+    run_pipeline,
+)
+from pikit.targets import test_phases as make_test_phases
 
 
 def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:
@@ -25,8 +40,35 @@ def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:
 def test_every_molecule_scenario_runs_in_test_or_in_test_ops() -> None:
     scenarios = set(molecule_scenarios())
     assert set(OPS_SCENARIOS) <= scenarios, "an ops scenario that no longer exists"
-    in_test = {title for title, _ in test_phases()}
+    in_test = {title for title, _ in flat(make_test_phases())}
     in_ops = {title for title, _ in ops_phases()}
     for role, scenario in scenarios:
         title = f"molecule {role}/{scenario}"
         assert (title in in_test) != (title in in_ops), f"{title}: in exactly one of make test, make test-ops"
+
+
+def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def sh(script: str) -> Step:
+        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
+
+    # Each lane waits up to 5 s for the other's mark: run one after another, a1 would fail.
+    marks = tmp_path
+    meet = "touch {d}/{me}; for i in $(seq 100); do test -e {d}/{other} && break; sleep 0.05; done"
+    meet += "; test -e {d}/{other}"
+    first = [
+        ("a1", sh(meet.format(d=marks, me="a", other="b") + "; echo a-says-1")),
+        ("a2", sh("echo a-says-2")),
+    ]
+    second = [("b1", sh(meet.format(d=marks, me="b", other="a") + "; echo b-says-1; echo b-says-2; exit 4"))]
+    monkeypatch.setitem(PIPELINES, "lanes", lambda: [Beside([first, second])])
+    assert run_pipeline("lanes") == 1
+    out = capfd.readouterr().out
+    assert "a-says-1" in out and "a-says-2" in out
+    held = out.index("b-says-1")
+    assert out[held : out.index("b-says-2")] == "b-says-1\n", "a held lane's lines stay together"
+    assert "why b1 failed" in out and "FAILED (exit 4)" in out
+    assert re.search(r"a1 \[lane 1\]\s+[\d.]+s  ok", out) and re.search(
+        r"b1 \[lane 2\]\s+[\d.]+s  FAILED", out
+    )

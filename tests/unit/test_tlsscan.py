@@ -60,9 +60,12 @@ def test_an_aead_only_listener_passes(aead_only: str, tls: tuple[Path, Path]) ->
         "TLSv1.3": {"TLS_AES_256_GCM_SHA384"},
     }
     assert offer.weaker_than_aead() == []
+    # 4 versions, then each accepted suite and one refusal per version: not one per known suite.
+    assert offer.handshakes == 4 + (2 + 1) + (1 + 1)
 
 
 def test_a_cbc_suite_is_found(with_cbc: str, tls: tuple[Path, Path]) -> None:
     offer = scan(with_cbc, tls[0], workers=1)
     assert offer.protocols == {"TLSv1.2"}
     assert offer.weaker_than_aead() == ["TLSv1.2 ECDHE-RSA-AES128-SHA"]
+    assert offer.suites == {"TLSv1.2": {"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA"}}

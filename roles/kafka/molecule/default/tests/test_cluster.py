@@ -321,7 +321,8 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
 
 
 def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    """Run the scenario's converge playbook again, as a user would, with extra vars."""
+    """Run Kafka's part of the scenario's converge again (playbooks/kafka.yml and the verifier's
+    client certificates), as a user would, with extra vars: what these tests change is Kafka's."""
     return playbook(Path(os.environ["KAFKA_TEST_CONVERGE"]), extra_vars)
 
 
