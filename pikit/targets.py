@@ -196,6 +196,7 @@ def demo_phases() -> list[tuple[str, Step]]:
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
         ("lab up", _cmd(python, "-m", "pikit.lab", "up")),
         ("site.yml", _cmd("ansible-playbook", "playbooks/site.yml")),
+        ("the apps' first micro-batches", _cmd(python, "-m", "pikit.demo", "wait")),
         ("show", _cmd(python, "-m", "pikit.demo")),
     ]
 

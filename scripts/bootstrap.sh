@@ -10,7 +10,7 @@ say() { printf '    %s\n' "$*"; }
 APT_PACKAGES=(
   podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins catatonit
   debootstrap openssh-client openssl python3-venv maven openjdk-17-jre-headless kcat
-  mtools dosfstools fdisk
+  mtools dosfstools fdisk apt-cacher-ng
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -38,6 +38,26 @@ default_ulimits = ["nofile=20000:20000", "nproc=20000:20000"]
 [engine]
 runtime = "runc"
 CONF
+fi
+
+# The lab's package cache (common_apt_proxy in inventory/lab): every lab node downloads each
+# Debian package through it, once per machine rather than once per container. This machine has no
+# systemd to start it, so it is started here when nothing listens on its port.
+# Requests for any Debian mirror go to the one this machine uses (its own list of mirrors may
+# name hosts this network cannot reach).
+mirror=$(sed -n 's/^URIs: *\([^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+backends=/etc/apt-cacher-ng/backends_debian
+if [[ "$(cat "$backends" 2>/dev/null)" != "${mirror:-http://deb.debian.org/debian}/" ]]; then
+  echo "${mirror:-http://deb.debian.org/debian}/" >"$backends"
+  [[ -s /run/apt-cacher-ng/pid ]] && kill "$(cat /run/apt-cacher-ng/pid)" 2>/dev/null && sleep 1
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/3142) 2>/dev/null; then
+  say "apt-cacher-ng: starting it on :3142"
+  mkdir -p /run/apt-cacher-ng /var/cache/apt-cacher-ng /var/log/apt-cacher-ng
+  /usr/sbin/apt-cacher-ng -c /etc/apt-cacher-ng pidfile=/run/apt-cacher-ng/pid \
+    SocketPath=/run/apt-cacher-ng/socket foreground=0
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/3142) 2>/dev/null && break; sleep 0.1; done
+  (exec 3<>/dev/tcp/127.0.0.1/3142) 2>/dev/null || { echo "apt-cacher-ng did not start" >&2; exit 1; }
 fi
 
 stamp=.venv/.requirements.sha256

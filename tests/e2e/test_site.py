@@ -405,17 +405,45 @@ def promql(expr: str) -> float:
 
 
 def outage_alerts() -> set[tuple[str, str]]:
-    return {(name, who) for name, who in firing() if name in OUTAGE_ALERTS}
+    """The outage alerts firing, but for the suite's own synthetic devices: they send in (e) only,
+    and stay silent after it, as a device that is gone does."""
+    return {(name, who) for name, who in firing() if name in OUTAGE_ALERTS and who not in SYNTHETIC}
 
 
-def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site: Site) -> None:
-    def healthy() -> dict[str, Any] | None:
+def status_healthy(site: Site) -> dict[str, Any] | None:
+    """pikit status's report when it says healthy and every app has made micro-batches."""
+    code, status = pikit_status(site)
+    apps = [p for p in status["spark"] if p["name"].startswith("app ")]
+    progressing = all(p["details"].get("queries") for p in apps)
+    return status if code == 0 and not unhealthy(status) and progressing else None
+
+
+def wait_status_names(site: Site, what: str, named: Callable[[dict[str, list[str]]], bool]) -> dict[str, Any]:
+    """pikit status's problems once `named` finds in them what a fault must show, within a minute."""
+
+    def reported() -> dict[str, list[str]] | None:
         code, status = pikit_status(site)
-        apps = [p for p in status["spark"] if p["name"].startswith("app ")]
-        progressing = all(p["details"].get("queries") for p in apps)
-        return status if code == 0 and not unhealthy(status) and progressing else None
+        bad = unhealthy(status)
+        return bad if code == 1 and named(bad) else None
 
-    status = wait_for("pikit status to say healthy", healthy, 240)
+    started = time.monotonic()
+    bad: dict[str, Any] = wait_for(f"pikit status to name {what}", reported, 60, every=3)
+    print(f"pikit status named {what} {time.monotonic() - started:.0f} s after the fault: {bad}")
+    return bad
+
+
+def wait_healthy_again(site: Site, since: float, scenario: str) -> None:
+    """The site heals by itself: pikit status says healthy and the outage's alerts clear."""
+    wait_for(f"{scenario}: pikit status to say healthy again", lambda: status_healthy(site), 300)
+    wait_for(f"{scenario}: the outage's alerts to clear", lambda: not outage_alerts(), 180)
+    print(f"[{scenario}] healthy and no outage alert {time.time() - since:.0f} s after the fault ended")
+
+
+def test_status_says_healthy_with_every_part_named(site: Site) -> None:
+    """Before the faults: every part healthy in pikit status (text, JSON and HTML), and no outage
+    alert. What it says under faults is checked in (a), a broker and then all down, and (b), a
+    device cut off."""
+    status = wait_for("pikit status to say healthy", lambda: status_healthy(site), 240)
     assert [b["details"]["up"] for b in status["brokers"]] == [True] * 3
     assert {a["name"]: a["details"]["spool"] is not None for a in status["agents"]} == dict.fromkeys(
         EDGES, True
@@ -426,57 +454,52 @@ def test_status_names_a_stopped_broker_and_a_stopped_agent_within_a_minute(site:
     page = site.logs / "status.html"
     pikit_status(site, "--html", str(page))
     assert "pikit status: healthy" in page.read_text()
-
     wait_for("no outage alert", lambda: not outage_alerts(), 120)
-    print(f"\nPrometheus fires before the stop: {sorted(firing()) or 'nothing'}")
-    broker, agent = BROKERS[1], EDGES[1]
-    sh(broker, "systemctl stop kafka")
-    sh(agent, "systemctl stop edge-agent")
-    stopped = time.monotonic()
-    try:
+    print(f"\nPrometheus fires before the faults: {sorted(firing()) or 'nothing'}")
 
-        def reported() -> dict[str, list[str]] | None:
-            code, status = pikit_status(site)
-            bad = unhealthy(status)
-            down = any(p.startswith("down") for p in bad.get(broker, []))
-            silent = any(p.startswith("silent") for p in bad.get(agent, []))
-            return bad if code == 1 and down and silent else None
 
-        bad = wait_for("pikit status to name the stopped broker and agent", reported, 60, every=3)
-        print(f"\npikit status named them {time.monotonic() - stopped:.0f} s after the stop: {bad}")
-        # Nothing else is blamed: the other agent and all of Spark stay healthy; the other brokers
-        # may only report the partitions the stopped one left under-replicated.
-        assert EDGES[0] not in bad, bad
-        assert not [name for name in bad if name.startswith(("master", "worker", "app"))], bad
-        for other in (BROKERS[0], BROKERS[2]):
-            assert all("under-replicated" in p for p in bad.get(other, [])), bad
+def one_broker_down_is_named(site: Site, broker: str) -> None:
+    """pikit status and Prometheus name the broker, and the partitions it left under-replicated on
+    the others, and blame nothing else: no device, nothing of Spark."""
+    bad = wait_status_names(
+        site, f"{broker} down", lambda b: any(p.startswith("down") for p in b.get(broker, []))
+    )
+    assert not [name for name in bad if name in EDGES], bad
+    assert not [name for name in bad if name.startswith(("master", "worker", "app"))], bad
+    for other in set(BROKERS) - {broker}:
+        assert all("under-replicated" in p for p in bad.get(other, [])), bad
 
-        # Prometheus fires exactly that too: the broker down, the partitions it left
-        # under-replicated on the others, the device silent; and nothing about any other (the
-        # other device's readings were delayed by the failover, not missing).
-        def alerted() -> set[tuple[str, str]] | None:
-            alerts = outage_alerts()
-            urp = {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"}
-            wanted = {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}
-            return alerts if wanted <= alerts and urp else None
+    def alerted() -> set[tuple[str, str]] | None:
+        alerts = outage_alerts()
+        urp = {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"}
+        return alerts if ("KafkaBrokerDown", broker) in alerts and urp else None
 
-        deadline = stopped + SILENT_AFTER_S + ALERT_SLACK_S
-        alerts = wait_for(
-            "Prometheus to fire the outage's alerts", alerted, deadline - time.monotonic(), every=3
-        )
-        print(f"Prometheus fired them {time.monotonic() - stopped:.0f} s after the stop: {sorted(alerts)}")
-        others = {(name, who) for name, who in alerts if name != "KafkaUnderReplicatedPartitions"}
-        assert others == {("KafkaBrokerDown", broker), ("DeviceSilent", agent)}, alerts
-        assert {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"} <= {
-            BROKERS[0],
-            BROKERS[2],
-        }, alerts
-    finally:
-        sh(broker, "systemctl start kafka")
-        sh(agent, "systemctl start edge-agent")
-    wait_for("pikit status to say healthy again", healthy, 300)
-    wait_for("the outage's alerts to clear", lambda: not outage_alerts(), 180)
-    print(f"the alerts cleared {time.monotonic() - stopped:.0f} s after the stop")
+    started = time.monotonic()
+    alerts = wait_for("Prometheus to fire the broker's alerts", alerted, ALERT_SLACK_S, every=3)
+    print(f"Prometheus fired them {time.monotonic() - started:.0f} s after pikit status: {sorted(alerts)}")
+    others = {(name, who) for name, who in alerts if name != "KafkaUnderReplicatedPartitions"}
+    assert others == {("KafkaBrokerDown", broker)}, alerts
+    assert {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"} <= set(BROKERS) - {
+        broker
+    }
+
+
+def a_silent_device_is_named(site: Site, device: str, cut: float) -> None:
+    """pikit status and Prometheus name the device silent, and blame nothing else: not the other
+    device (its readings keep coming), no broker, nothing of Spark."""
+    bad = wait_status_names(
+        site, f"{device} silent", lambda b: any(p.startswith("silent") for p in b.get(device, []))
+    )
+    assert set(bad) == {device}, bad
+
+    def alerted() -> set[tuple[str, str]] | None:
+        alerts = outage_alerts()
+        return alerts if ("DeviceSilent", device) in alerts else None
+
+    deadline = cut + SILENT_AFTER_S + ALERT_SLACK_S
+    alerts = wait_for("Prometheus to fire DeviceSilent", alerted, deadline - time.time(), every=3)
+    print(f"Prometheus fired DeviceSilent {time.time() - cut:.0f} s after the cut: {sorted(alerts)}")
+    assert alerts == {("DeviceSilent", device)}, alerts
 
 
 def test_e_bad_input_and_a_late_device(site: Site) -> None:
@@ -552,10 +575,17 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
 
 
 def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
+    """One broker stopped first, named by pikit status and Prometheus; then all three killed -9
+    and kept down for BROKER_OUTAGE_S."""
     before = len(raw_readings(site))
     assert ("NoReadings", "") not in firing(), "NoReadings fired before the outage"
-    for node in BROKERS:
-        sh(node, "systemctl kill --signal=KILL kafka; systemctl stop kafka")
+    first = BROKERS[1]
+    sh(first, "systemctl stop kafka")
+    try:
+        one_broker_down_is_named(site, first)
+    finally:
+        for node in BROKERS:
+            sh(node, "systemctl kill --signal=KILL kafka; systemctl stop kafka")
     down = time.time()
     time.sleep(BROKER_OUTAGE_S / 2)
     spooled = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
@@ -600,6 +630,7 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
     print(f"[a] {since} readings in the raw topic since, {len(outage)} of them taken during the outage")
     assert len(outage) > 2 * 100
     assert model.windows
+    wait_healthy_again(site, up, "a")
 
 
 def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
@@ -609,6 +640,7 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     netns(device, "ip", "link", "set", "eth0", "down")
     cut = time.time()
     try:
+        a_silent_device_is_named(site, device, cut)
         # (c) while the other device sends: the driver dies after the next Kafka commit.
         (driver,) = wait_for("the app to run (it may be restarting after the outage)", one_app, 240)
         arm(MASTER, CHECKPOINT, "spark", "after-kafka-commit")
@@ -660,6 +692,7 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     # (10 s) and a poll before the cut.
     assert cut + SILENT_AFTER_S - 15 <= silent_at <= back, (cut, silent_at, back)
     assert back_at >= back - 5, (back, back_at)
+    wait_healthy_again(site, back, "b, c, d")
 
 
 def master_view() -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pikit import REPO
-from tests.conftest import run_preflight
+from tests.conftest import CONTROLLER_ONLY, run_preflight
 
 COMBINED: dict[str, object] = {
     "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
@@ -31,8 +31,7 @@ def render(
     inventory.write_text(yaml.safe_dump({"all": {"children": children}}))
     env = {
         **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
+        **CONTROLLER_ONLY,
         # The role's vars call its filters; outside a play of the role, say where they are.
         "ANSIBLE_FILTER_PLUGINS": str(REPO / "roles/kafka/filter_plugins"),
     }
