@@ -23,6 +23,7 @@ from pikit_spark.common import (
 from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import TransactionalSink
+from pikit_spark.watchdog import Watchdog
 
 
 @dataclass
@@ -47,6 +48,9 @@ class StreamingApp:
         client = kafka_python_client(args.kafka_properties)
         sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
         keys = device_keys(args.device_keys)
+        watchdog = Watchdog.for_unit(metrics.last_sign, args.stall_after_seconds)
+        if watchdog:
+            watchdog.start()
         return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys, metrics)
 
     def readings(self) -> DataFrame:

@@ -67,6 +67,13 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "counts) at http://HOST:PORT/metrics; empty: none",
     )
     parser.add_argument(
+        "--stall-after-seconds",
+        type=float,
+        default=0,
+        help="under a systemd unit with WatchdogSec=, stop telling systemd the driver is alive once no "
+        "query has started, made a micro-batch or found nothing to read for this long; 0: never stop",
+    )
+    parser.add_argument(
         "--device-keys",
         default="",
         help="JSON {device: key in hex} (the spark role writes it): a record counts only when signed "

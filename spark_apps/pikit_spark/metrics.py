@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,9 +93,22 @@ class AppMetrics(StreamingQueryListener):
         self._queries: dict[str, QueryProgress] = {}
         self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
         self._devices: list[tuple[str, float, bool]] = []
+        # When a query last showed life (started, made a batch, found nothing to read): what the
+        # watchdog reads. The app's start counts as a sign until a query has given one.
+        self._started = time.time()
+        self._signs: dict[str, float] = {}
+
+    def _sign(self, event: Any) -> None:
+        with self._lock:
+            self._signs[str(getattr(event, "id", "?"))] = time.time()
+
+    def last_sign(self) -> float:
+        """When the least recently alive query last showed life; the app's start before any."""
+        with self._lock:
+            return min(self._signs.values()) if self._signs else self._started
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        pass
+        self._sign(event)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         try:
@@ -104,9 +118,10 @@ class AppMetrics(StreamingQueryListener):
             return
         with self._lock:
             self._queries[progress.query] = progress
+            self._signs[str(getattr(event.progress, "id", progress.query))] = time.time()
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        pass
+        self._sign(event)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         pass

@@ -9,6 +9,14 @@ output topic). On a replay the marker already holds the id and the batch is skip
 `init_transactions()` fences the killed driver's producer and aborts whatever it left
 open. Consumers of these topics read with isolation.level=read_committed.
 
+Every call that waits on a broker has a bound (`call_timeout`): kafka-python's
+`send_offsets_to_transaction()` and `commit_transaction()` wait without one, and a commit in
+flight when the transaction coordinator went away hung a query for good (issue 31). Here
+they are `BoundedProducer`'s, which raise `KafkaTimeoutError` at the bound. The attempt is
+then dropped with its producer; the next producer's `init_transactions()` fences it and
+settles what it left open (committed or aborted), and the marker read next says which: a
+batch whose commit did land is skipped, one whose commit did not is sent again.
+
 A batch is committed only when every one of its records was acknowledged: kafka-python's
 `commit_transaction()` does not check the sends (records expired during a broker outage
 would be lost behind a committed marker), so `write` flushes and checks each send first.
@@ -37,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import ProducerFencedError
+from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 
 LOG = logging.getLogger("pikit.sink")
@@ -64,6 +72,29 @@ def batch_timestamp(checkpoint: str, batch_id: int) -> float:
     return int(json.loads(lines[1])["batchTimestampMs"]) / 1000
 
 
+class BoundedProducer(KafkaProducer):  # type: ignore[misc]
+    """kafka-python's producer whose transactional calls wait `timeout` seconds at most.
+
+    kafka-python 3.0 (pinned) bounds init_transactions() by max_block_ms and flush() by its
+    argument, but waits on send_offsets_to_transaction() and commit_transaction() forever. These
+    two do what kafka-python's do, on its transaction manager, and wait on the result with a
+    bound. A call that times out leaves the transaction in an unknown state: drop the producer."""
+
+    def _await(self, result: Any, call: str, timeout: float) -> None:
+        self._sender.wakeup()
+        if not result.wait(timeout_ms=timeout * 1000):
+            raise KafkaTimeoutError(f"{call} not done in {timeout:.0f}s")
+
+    def send_offsets_within(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], group: str, timeout: float
+    ) -> None:
+        result = self._transaction_manager.send_offsets_to_transaction(offsets, group)
+        self._await(result, "send_offsets_to_transaction", timeout)
+
+    def commit_within(self, timeout: float) -> None:
+        self._await(self._transaction_manager.begin_commit(), "commit_transaction", timeout)
+
+
 class TransactionalSink:
     """Writes each micro-batch of records to its topics once, whatever restarts happen."""
 
@@ -77,6 +108,7 @@ class TransactionalSink:
         adopt_new_checkpoint: bool = False,
         retry_for: float = 600.0,
         delivery_timeout_ms: int = 120_000,
+        call_timeout: float = 30.0,
     ) -> None:
         self.topics = topics
         self.transactional_id = self.group = f"pikit-spark-{name}"
@@ -86,14 +118,15 @@ class TransactionalSink:
         self.adopt_new_checkpoint = adopt_new_checkpoint
         self.retry_for = retry_for
         self.delivery_timeout_ms = delivery_timeout_ms
-        self._producer: KafkaProducer | None = None
+        self.call_timeout = call_timeout
+        self._producer: BoundedProducer | None = None
         # The last batch id committed, read from the marker when the producer starts; this
         # producer is then the only writer (a rival is fenced), so it keeps count itself.
         self._last_batch = -1
 
-    def producer(self) -> KafkaProducer:
+    def producer(self) -> BoundedProducer:
         if self._producer is None:
-            producer = KafkaProducer(
+            producer = BoundedProducer(
                 **self.client,
                 transactional_id=self.transactional_id,
                 acks="all",
@@ -101,7 +134,7 @@ class TransactionalSink:
                 compression_type="gzip",
                 delivery_timeout_ms=self.delivery_timeout_ms,
                 request_timeout_ms=min(30_000, self.delivery_timeout_ms // 2),
-                max_block_ms=30_000,
+                max_block_ms=int(self.call_timeout * 1000),
             )
             try:
                 # Fences an earlier driver with the same id and settles its open
@@ -120,7 +153,9 @@ class TransactionalSink:
             **self.client, group_id=self.group, enable_auto_commit=False, isolation_level="read_committed"
         )
         try:
-            committed = consumer.committed(self.marker, metadata=True)
+            committed = consumer.committed(
+                self.marker, metadata=True, timeout_ms=int(self.call_timeout * 1000)
+            )
         finally:
             consumer.close()
         if committed is None or committed.offset < 0:
@@ -165,7 +200,8 @@ class TransactionalSink:
                 if time.monotonic() >= deadline:
                     LOG.error("batch %d: not written after %d attempts: %s", batch_id, attempt, exc)
                     raise
-                delay = min(30.0, 2.0**attempt)
+                # Capped low: the batch must go out within seconds of the brokers' return.
+                delay = min(10.0, 2.0**attempt)
                 LOG.warning(
                     "batch %d: attempt %d failed (%s: %s); again in %.0fs",
                     batch_id,
@@ -192,8 +228,8 @@ class TransactionalSink:
         for future in futures:
             future.get(timeout=0)  # raises the send's error: the batch must not commit
         marker = {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
-        producer.send_offsets_to_transaction(marker, self.group)
-        producer.commit_transaction()
+        producer.send_offsets_within(marker, self.group, self.call_timeout)
+        producer.commit_within(self.call_timeout)
         self._last_batch = batch_id
         counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
         LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))

@@ -695,6 +695,46 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     wait_healthy_again(site, back, "b, c, d")
 
 
+def stalled_queries() -> set[str]:
+    """The apps that Prometheus's QueryStalled names."""
+    with urllib.request.urlopen(f"http://{SUBNET_TO}14:9090/api/v1/alerts", timeout=10) as response:
+        alerts = json.load(response)["data"]["alerts"]
+    return {
+        a["labels"]["app"]
+        for a in alerts
+        if a["labels"]["alertname"] == "QueryStalled" and a["state"] == "firing"
+    }
+
+
+def test_i_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) -> None:
+    """The driver frozen whole (SIGSTOP to every process of its unit), as a wedged JVM or an SD
+    card that stalls it would: Prometheus's QueryStalled names it within 2 minutes, systemd's
+    watchdog (spark_app_watchdog_seconds) kills it, it comes back by itself, and every window
+    stays exact."""
+    unit = "spark-app-sensor-aggregates"
+    wait_for("no query stalled", lambda: not stalled_queries(), 180)
+    before = restarts(MASTER, unit)
+    sh(MASTER, f"systemctl kill --signal=SIGSTOP {unit}")
+    frozen = time.time()
+    try:
+        wait_for("Prometheus to fire QueryStalled", lambda: APP in stalled_queries(), 120, every=3)
+        named = time.time()
+        wait_for("the watchdog to restart the driver", lambda: restarts(MASTER, unit) > before, 300)
+    finally:
+        sh(MASTER, f"systemctl kill --signal=SIGCONT {unit}", check=False)
+    restarted = time.time()
+    wait_for("QueryStalled to clear after the restart", lambda: APP not in stalled_queries(), 420)
+    cleared = time.time()
+    print(
+        f"\n[i] frozen at 0 s: QueryStalled {named - frozen:.0f} s, restarted by the watchdog "
+        f"{restarted - frozen:.0f} s, batching again (alert cleared) {cleared - frozen:.0f} s"
+    )
+    log = sh(MASTER, f"journalctl -u {unit} --since @{int(frozen)} --no-pager", check=False)
+    assert "Watchdog timeout" in log, log[-3000:]
+    wait_for("both devices' readings after the restart", lambda: after(site, cleared), 240)
+    judge(site, "i: the driver frozen, restarted by its watchdog")
+
+
 def master_view() -> dict[str, Any]:
     with urllib.request.urlopen(f"http://{SUBNET_TO}14:8080/json/", timeout=10) as response:
         return dict(json.load(response))

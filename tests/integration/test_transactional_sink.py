@@ -3,6 +3,8 @@ broker outages and a deleted checkpoint."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import uuid
@@ -12,7 +14,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
-from pikit_spark.sink import LineageError, Record, TransactionalSink
+from pikit_spark.sink import BoundedProducer, LineageError, Record, TransactionalSink
 from pikit_testkit.broker import LocalBroker
 
 from pikit.topic import read_to_end
@@ -151,3 +153,48 @@ def test_a_deleted_checkpoint_stops_the_sink_until_the_operator_decides(broker: 
         0,
         "query-new",
     )
+
+
+def test_a_commit_in_flight_when_the_broker_hangs_is_bounded_and_the_batch_lands_once(
+    own_broker: LocalBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hang of issue 31: the transaction coordinator goes away while a batch's commit is in
+    flight. Here the broker is frozen (SIGSTOP) as the commit goes out and thawed 20 s later: the
+    commit's wait ends at its bound, the attempt is dropped, and once the broker is back the batch
+    is in Kafka exactly once (its commit landed, or it was aborted and sent again) within seconds."""
+    topic = _topic(own_broker.address)
+    client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
+    sink = TransactionalSink([topic], "hang", client, retry_for=300, delivery_timeout_ms=4000, call_timeout=5)
+    assert sink.write(0, {topic: _batch(0)}) == 3
+    assert own_broker.proc is not None
+    pid = own_broker.proc.pid
+    frozen: list[float] = []
+    thawed: list[float] = []
+
+    def thaw() -> None:
+        os.kill(pid, signal.SIGCONT)
+        thawed.append(time.monotonic())
+
+    original = BoundedProducer._await
+
+    def freeze_on_commit(self: BoundedProducer, result: Any, call: str, timeout: float) -> None:
+        if call == "commit_transaction" and not frozen:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(time.monotonic())
+            threading.Timer(20, thaw).start()
+        original(self, result, call, timeout)
+
+    monkeypatch.setattr(BoundedProducer, "_await", freeze_on_commit)
+    try:
+        written = sink.write(1, {topic: _batch(1)})
+    finally:
+        if not thawed:
+            os.kill(pid, signal.SIGCONT)
+    done = time.monotonic()
+    sink.close()
+    assert frozen and thawed, "the broker was frozen during the commit"
+    print(f"\nfrozen {thawed[0] - frozen[0]:.0f}s; batch {written=} {done - thawed[0]:.1f}s after the thaw")
+    assert written in (3, None), "sent again after an abort, or skipped after a commit that landed"
+    assert done - thawed[0] < 30, "the batch goes out within seconds of the broker's return"
+    assert TransactionalSink([topic], "hang", client).written_through() == 1
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
