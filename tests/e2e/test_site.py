@@ -7,12 +7,19 @@ this one converged lab:
 
 - (e) what devices get wrong: resent records, malformed records and readings, a reading
   from the future, and a late device (readings for a window it already closed);
-- (a) all three brokers killed -9 and kept down for 3 minutes while the devices sample;
+- (a) one broker stopped, named by `pikit status` and Prometheus (down, the partitions it left
+  under-replicated, nothing else blamed); then all three killed -9 and kept down for 3
+  minutes while the devices sample;
 - (b) one device's network cut (the agent keeps running) for many windows while the
-  other sends; during the cut (c) the Spark driver is killed right after a batch's Kafka
-  commit and before Spark's checkpoint commit, and on reconnection (d) the agent is killed
-  -9 mid-drain, after the broker acknowledged a round and before its spool recorded it
-  (failpoints, so the moments are exact, not lucky).
+  other sends, named silent by `pikit status` and Prometheus and nothing else; during the
+  cut (c) the Spark driver is killed right after a batch's Kafka commit and before Spark's
+  checkpoint commit, and on reconnection (d) the agent is killed -9 mid-drain, after the
+  broker acknowledged a round and before its spool recorded it (failpoints, so the moments
+  are exact, not lucky);
+- (i) the aggregating driver frozen whole: QueryStalled names it, its watchdog restarts it.
+
+After (a) and (b) the site must heal by itself: `pikit status` healthy, every outage alert
+cleared, within bounds.
 
 After each scenario the raw readings topic is read back and every window it closes is
 recomputed in plain Python (pikit_testkit/pipeline_model.py) and compared with the aggregates
