@@ -156,25 +156,26 @@ DURATIONS = "--durations=10"
 
 
 def test_phases() -> list[Phase | Beside]:
-    """Two pairs of lanes. First the checks that need no lab beside lint and the lab's image (built
-    once here, so that no two labs of the second pair race to build it). Then the end-to-end suite
+    """Two sets of lanes. First the checks that need no lab: the unit tests; the artifact cache,
+    then the integration tests that start Kafka from it; lint, then the lab's image (built once
+    here, so that no two labs of the second set race to build it). Then the end-to-end suite
     beside the molecule scenarios: each runs its own lab, on its own subnet and names, and the
     end-to-end suite spends minutes waiting out its faults."""
     python = VENV_BIN / "python"
-    checks: list[Phase] = [
+    unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit"))]
+    integration = [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
-        ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit")),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "tests/integration")),
     ]
     lint_and_image = [*lint_phases(), ("lab image", _cmd(python, "-m", "pikit.lab", "image"))]
-    e2e = (
-        "end-to-end (site.yml on the lab)",
-        _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "-m", "not ops", "tests/e2e"),
-    )
+    e2e_tests = _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "-m", "not ops", "tests/e2e")
     molecule = [
         (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
     ]
-    return [Beside([checks, lint_and_image]), Beside([[e2e], molecule])]
+    return [
+        Beside([unit, integration, lint_and_image]),
+        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], molecule]),
+    ]
 
 
 def ops_phases() -> list[tuple[str, Step]]:
