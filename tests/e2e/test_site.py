@@ -8,7 +8,7 @@ this one converged lab:
 - (e) what devices get wrong: resent records, malformed records and readings, a reading
   from the future, and a late device (readings for a window it already closed);
 - (a) one broker stopped, named by `pikit status` and Prometheus (down, the partitions it left
-  under-replicated, nothing else blamed); then all three killed -9 and kept down for 3
+  under-replicated, nothing else blamed); then all three killed -9 and kept down for 2
   minutes while the devices sample;
 - (b) one device's network cut (the agent keeps running) for many windows while the
   other sends, named silent by `pikit status` and Prometheus and nothing else; during the
@@ -70,7 +70,7 @@ SYNTHETIC = ["e2e-late"]
 APP = "sensor_aggregates"
 CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
-BROKER_OUTAGE_S = 180
+BROKER_OUTAGE_S = 120  # past the lab's NoReadings threshold (60 s) and its evaluation
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
 _LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text())
 # anomaly_alerts holds a device silent after this much of its batches' time without its readings.
@@ -581,7 +581,7 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
     assert model.duplicates >= 3
 
 
-def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
+def test_a_one_broker_then_all_brokers_down_for_2_minutes(site: Site) -> None:
     """One broker stopped first, named by pikit status and Prometheus; then all three killed -9
     and kept down for BROKER_OUTAGE_S."""
     before = len(raw_readings(site))
@@ -631,7 +631,7 @@ def test_a_all_brokers_down_for_3_minutes(site: Site) -> None:
     print(f"[a] all brokers listening {listening - up:.1f}s after their start; agents draining after {lag}s")
     assert max(lag.values()) < 30, "an agent reconnects within seconds of the brokers' return"
     wait_for("readings taken after the outage", lambda: after(site, up), 300)
-    model = judge(site, "a: all brokers down 3 minutes")
+    model = judge(site, "a: all brokers down 2 minutes")
     outage = [r for r in raw_readings(site) if down <= r.ts <= up and r.device in EDGES]
     since = len(raw_readings(site)) - before
     print(f"[a] {since} readings in the raw topic since, {len(outage)} of them taken during the outage")
