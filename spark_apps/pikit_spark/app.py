@@ -39,18 +39,20 @@ class StreamingApp:
     @classmethod
     def start(cls, name: str, args: argparse.Namespace, topics: list[str]) -> StreamingApp:
         setup_logging(args.log_level)
+        # First, before the session: on a loaded Pi the JVM and the session take most of a minute
+        # to start, longer than the watchdog waits for its first word.
+        metrics = AppMetrics(name)
+        watchdog = Watchdog.for_unit(metrics.last_sign, args.stall_after_seconds)
+        if watchdog:
+            watchdog.start()
         spark = session(name, args.shuffle_partitions)
         log_progress(spark)
-        metrics = AppMetrics(name)
         spark.streams.addListener(metrics)
         if args.metrics_listen:
             metrics.serve(args.metrics_listen)
         client = kafka_python_client(args.kafka_properties)
         sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
         keys = device_keys(args.device_keys)
-        watchdog = Watchdog.for_unit(metrics.last_sign, args.stall_after_seconds)
-        if watchdog:
-            watchdog.start()
         return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys, metrics)
 
     def readings(self) -> DataFrame:

@@ -71,6 +71,7 @@ class Watchdog:
             self.interval,
             self.stall_after,
         )
+        self.beat()  # at once: systemd counts from the unit's start
         self._thread.start()
         return self
 
