@@ -16,7 +16,8 @@ this one converged lab:
   checkpoint commit, and on reconnection (d) the agent is killed -9 mid-drain, after the
   broker acknowledged a round and before its spool recorded it (failpoints, so the moments
   are exact, not lucky);
-- (i) the aggregating driver frozen whole: QueryStalled names it, its watchdog restarts it.
+- (i, make test-ops) the aggregating driver frozen whole: QueryStalled names it, its
+  watchdog restarts it.
 
 After (a) and (b) the site must heal by itself: `pikit status` healthy, every outage alert
 cleared, within bounds.
@@ -713,11 +714,13 @@ def stalled_queries() -> set[str]:
     }
 
 
+@pytest.mark.ops
 def test_i_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) -> None:
     """The driver frozen whole (SIGSTOP to every process of its unit), as a wedged JVM or an SD
     card that stalls it would: Prometheus's QueryStalled names it within 2 minutes, systemd's
     watchdog (spark_app_watchdog_seconds) kills it, it comes back by itself, and every window
-    stays exact."""
+    stays exact. In make test-ops (about 5 minutes): in make test, the watchdog runs under every
+    other scenario and must never restart a driver that moves (unit-tested: its petting rule)."""
     unit = "spark-app-sensor-aggregates"
     wait_for("no query stalled", lambda: not stalled_queries(), 180)
     before = restarts(MASTER, unit)
