@@ -225,6 +225,7 @@ class Result:
     rc: int
     tail: list[str]
     lane: int = 0  # 0: on its own; n: in lane n of phases run beside each other
+    wall: bool = False  # the wall time of lanes run together, not a phase of its own
 
 
 def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
@@ -279,7 +280,7 @@ def run_pipeline(name: str) -> int:
         if isinstance(item, Beside):
             wall = _run_beside(name, item, results)
             say(f"<== [{name}] lanes done in {wall:.1f}s")
-            results.append(Result("(the lanes above, wall time)", wall, 0, [], 0))
+            results.append(Result("(the lanes above, wall time)", wall, 0, [], 0, wall=True))
         else:
             _run_lane(name, [item], 0, results)
         if any(r.rc for r in results):
@@ -290,7 +291,8 @@ def run_pipeline(name: str) -> int:
         say(f"  {title:<44} {r.elapsed:7.1f}s  {'ok' if r.rc == 0 else 'FAILED'}")
     say(f"  {'total':<44} {time.monotonic() - started:7.1f}s")
     failed = [r for r in results if r.rc]
-    say(f"phases: {len(results) - len(failed)} passed, {len(failed)} failed")
+    phases = [r for r in results if not r.wall]
+    say(f"phases: {len(phases) - len(failed)} passed, {len(failed)} failed")
     for r in failed:
         say(f"\nwhy {r.title} failed (the lines of its output that say so):")
         for line in failure_digest(r.tail) or r.tail[-20:]:

@@ -98,9 +98,9 @@ class AppMetrics(StreamingQueryListener):
         self._started = time.time()
         self._signs: dict[str, float] = {}
 
-    def _sign(self, event: Any) -> None:
+    def _sign(self, query_id: Any) -> None:
         with self._lock:
-            self._signs[str(getattr(event, "id", "?"))] = time.time()
+            self._signs[str(query_id)] = time.time()
 
     def last_sign(self) -> float:
         """When the least recently alive query last showed life; the app's start before any."""
@@ -108,7 +108,7 @@ class AppMetrics(StreamingQueryListener):
             return min(self._signs.values()) if self._signs else self._started
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        self._sign(event)
+        self._sign(event.id)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         try:
@@ -118,10 +118,10 @@ class AppMetrics(StreamingQueryListener):
             return
         with self._lock:
             self._queries[progress.query] = progress
-            self._signs[str(getattr(event.progress, "id", progress.query))] = time.time()
+        self._sign(event.progress.id)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        self._sign(event)
+        self._sign(event.id)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         pass

@@ -69,6 +69,7 @@ def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
     held = out.index("b-says-1")
     assert out[held : out.index("b-says-2")] == "b-says-1\n", "a held lane's lines stay together"
     assert "why b1 failed" in out and "FAILED (exit 4)" in out
+    assert "phases: 2 passed, 1 failed" in out, "the lanes' wall-time row is not a phase"
     assert re.search(r"a1 \[lane 1\]\s+[\d.]+s  ok", out) and re.search(
         r"b1 \[lane 2\]\s+[\d.]+s  FAILED", out
     )
