@@ -170,24 +170,30 @@ def test_a_commit_in_flight_when_the_broker_hangs_is_bounded_and_the_batch_lands
     pid = own_broker.proc.pid
     frozen: list[float] = []
     thawed: list[float] = []
+    timers: list[threading.Timer] = []
 
     def thaw() -> None:
         os.kill(pid, signal.SIGCONT)
         thawed.append(time.monotonic())
 
-    original = BoundedProducer._await
+    original = BoundedProducer.commit_within
 
-    def freeze_on_commit(self: BoundedProducer, result: Any, call: str, timeout: float) -> None:
-        if call == "commit_transaction" and not frozen:
+    def freeze_on_commit(self: BoundedProducer, timeout: float) -> None:
+        # Frozen before the commit's request is queued: a broker stopped after it may already
+        # have answered (it did on CI's faster machine, and the test froze nothing in flight).
+        if not frozen:
             os.kill(pid, signal.SIGSTOP)
             frozen.append(time.monotonic())
-            threading.Timer(20, thaw).start()
-        original(self, result, call, timeout)
+            timers.append(threading.Timer(20, thaw))
+            timers[0].start()
+        original(self, timeout)
 
-    monkeypatch.setattr(BoundedProducer, "_await", freeze_on_commit)
+    monkeypatch.setattr(BoundedProducer, "commit_within", freeze_on_commit)
     try:
         written = sink.write(1, {topic: _batch(1)})
     finally:
+        for timer in timers:
+            timer.cancel()
         if not thawed:
             os.kill(pid, signal.SIGCONT)
     done = time.monotonic()
