@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from edge_agent.failpoints import AFTER_KAFKA_COMMIT, crash_if_armed
+from edge_agent.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
 from pikit_spark.aggregates import as_kafka_records, write_parquet
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import LOG, streaming_parser
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
                     app.metrics.add("late_readings", len(step.late))
                     app.metrics.add("dead_letters", len(step.dead))
                 steps.done("kafka")
-                crash_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
+                fire_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             if copied:
                 copied.result()
                 steps.done("parquet")

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from edge_agent.failpoints import BEFORE_SPOOL_COMMIT, crash_if_armed
+from edge_agent.failpoints import BEFORE_SPOOL_COMMIT, fire_if_armed
 from edge_agent.metrics import Metrics
 from edge_agent.spool import Record, Spool
 
@@ -79,7 +79,7 @@ class Sender:
                 if not self.link.acknowledged(sent, give_up):
                     continue  # stopping: unacknowledged rounds stay in the spool for the next start
                 in_flight.popleft()
-                crash_if_armed(str(self.spool.dir), BEFORE_SPOOL_COMMIT)
+                fire_if_armed(str(self.spool.dir), BEFORE_SPOOL_COMMIT)
                 self.spool.commit(last)
                 self.metrics.sent += count
                 self.metrics.last_success = time.time()

@@ -51,9 +51,12 @@ class StreamingApp:
         if args.metrics_listen:
             metrics.serve(args.metrics_listen)
         client = kafka_python_client(args.kafka_properties)
-        sink = TransactionalSink(topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint)
+        checkpoints = args.checkpoint_dir.rstrip("/")
+        sink = TransactionalSink(
+            topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint, failpoints=checkpoints
+        )
         keys = device_keys(args.device_keys)
-        return cls(name, args, spark, sink, args.checkpoint_dir.rstrip("/"), keys, metrics)
+        return cls(name, args, spark, sink, checkpoints, keys, metrics)
 
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
@@ -109,6 +110,7 @@ class TransactionalSink:
         retry_for: float = 600.0,
         delivery_timeout_ms: int = 120_000,
         call_timeout: float = 30.0,
+        failpoints: str | None = None,
     ) -> None:
         self.topics = topics
         self.transactional_id = self.group = f"pikit-spark-{name}"
@@ -119,6 +121,7 @@ class TransactionalSink:
         self.retry_for = retry_for
         self.delivery_timeout_ms = delivery_timeout_ms
         self.call_timeout = call_timeout
+        self.failpoints = failpoints  # the directory a test arms the SINK_POINTS in
         self._producer: BoundedProducer | None = None
         # The last batch id committed, read from the marker when the producer starts; this
         # producer is then the only writer (a rival is fenced), so it keeps count itself.
@@ -227,13 +230,20 @@ class TransactionalSink:
         producer.flush(timeout=self.delivery_timeout_ms / 1000 + 5)
         for future in futures:
             future.get(timeout=0)  # raises the send's error: the batch must not commit
+        self._failpoint(SINK_AFTER_SENDS)
         marker = {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
         producer.send_offsets_within(marker, self.group, self.call_timeout)
+        self._failpoint(SINK_BEFORE_COMMIT)  # also after the offsets: one moment in this client
         producer.commit_within(self.call_timeout)
+        self._failpoint(SINK_AFTER_COMMIT)
         self._last_batch = batch_id
         counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
         LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
         return len(records)
+
+    def _failpoint(self, name: str) -> None:
+        if self.failpoints:
+            fire_if_armed(self.failpoints, name, process_group=True)
 
     def close(self, timeout: float = 10) -> None:
         if self._producer is not None:

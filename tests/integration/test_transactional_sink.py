@@ -1,16 +1,20 @@
 """The Spark apps' exactly-once Kafka sink against a real broker: replays, zombies, restarts,
-broker outages and a deleted checkpoint."""
+a driver killed at each step of a commit, broker outages and a deleted checkpoint."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
@@ -71,6 +75,45 @@ def test_each_batch_lands_once_across_replays_zombies_and_restarts(broker: str) 
     assert {r.key for r in records} == {b"dev-0", b"dev-1"}
 
 
+# A driver that writes batch 1 with the sink's failpoints in argv[4]; killed -9 where one is armed.
+_DRIVER = """
+import sys
+from pikit_spark.sink import TransactionalSink
+broker, topic, name, failpoints = sys.argv[1:5]
+sink = TransactionalSink([topic], name, {"bootstrap_servers": [broker]}, failpoints=failpoints)
+sink.write(1, {topic: [(f"dev-{i % 2}".encode(), f"1:{i}".encode(), [("reason", b"why")]) for i in range(3)]})
+"""
+
+
+@pytest.mark.parametrize("point", SINK_POINTS)
+def test_a_driver_killed_at_each_step_of_a_commit_leaves_its_batch_to_land_once(
+    broker: str, tmp_path: Path, point: str
+) -> None:
+    """Killed with the records sent, with the offsets in the transaction, or with the commit
+    done: the restarted driver's producer aborts what was left open, and the replayed batch
+    is written once (or skipped, when its commit had landed)."""
+    topic = _topic(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    name = f"killed-{point}"
+    first = TransactionalSink([topic], name, client)
+    assert first.write(0, {topic: _batch(0)}) == 3
+    first.close()
+    (tmp_path / "failpoints").mkdir()
+    (tmp_path / "failpoints" / point).touch()
+    # A session of its own: the failpoint kills its whole process group, as the driver's would.
+    driver = subprocess.run(
+        [sys.executable, "-c", _DRIVER, broker, topic, name, str(tmp_path)],
+        start_new_session=True,
+        timeout=120,
+        check=False,
+    )
+    assert driver.returncode == -signal.SIGKILL, "the failpoint fired"
+    restarted = TransactionalSink([topic], name, client)
+    assert restarted.write(1, {topic: _batch(1)}) == (None if point == SINK_AFTER_COMMIT else 3)
+    restarted.close()
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+
 def test_one_transaction_spans_every_output_topic(broker: str) -> None:
     windows, late = _topic(broker), _topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
@@ -129,6 +172,45 @@ def test_a_batch_rides_out_a_broker_outage_and_lands_once(own_broker: LocalBroke
     writer.join(timeout=240)
     assert result == [3]
     sink.close()
+    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+
+def test_the_brokers_gone_while_a_commit_is_held_the_batch_lands_once_soon_after(
+    own_broker: LocalBroker, tmp_path: Path
+) -> None:
+    """Issue 31's outage with the commit in flight, made exact by the failpoint: the sink holds
+    before its commit, the broker goes away and comes back 30 s later, and the batch is in
+    Kafka once within seconds of the broker's return."""
+    topic = _topic(own_broker.address)
+    client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
+    sink = TransactionalSink(
+        [topic],
+        "held",
+        client,
+        retry_for=300,
+        delivery_timeout_ms=4000,
+        call_timeout=5,
+        failpoints=str(tmp_path),
+    )
+    assert sink.write(0, {topic: _batch(0)}) == 3
+    (tmp_path / "failpoints").mkdir()
+    (tmp_path / "failpoints" / SINK_BEFORE_COMMIT).write_text("hold 5")
+    result: list[int | None] = []
+    writer = threading.Thread(target=lambda: result.append(sink.write(1, {topic: _batch(1)})))
+    writer.start()
+    time.sleep(2)
+    own_broker.stop()
+    time.sleep(30)
+    assert writer.is_alive(), "the batch waits for the broker"
+    own_broker.start()
+    back = time.monotonic()
+    writer.join(timeout=120)
+    landed = time.monotonic() - back
+    print(f"\nbatch {result} {landed:.1f}s after the broker started")
+    assert result in ([3], [None])
+    assert landed < 60, "the batch goes out within a minute of the broker's return"
+    sink.close()
+    assert TransactionalSink([topic], "held", client).written_through() == 1
     assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
 
 

@@ -1,4 +1,4 @@
-"""An armed failpoint kills the agent with SIGKILL, once; unarmed it does nothing."""
+"""An armed failpoint kills the agent with SIGKILL, or holds it, once; unarmed it does nothing."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from edge_agent.failpoints import BEFORE_SPOOL_COMMIT
 
 from pikit import REPO
 
-CALL = "import sys; from edge_agent.failpoints import crash_if_armed as c; c(sys.argv[1], sys.argv[2])"
+CALL = "import sys; from edge_agent.failpoints import fire_if_armed as c; c(sys.argv[1], sys.argv[2])"
 
 
 def test_an_armed_failpoint_kills_once(tmp_path: Path) -> None:
@@ -27,3 +28,17 @@ def test_an_armed_failpoint_kills_once(tmp_path: Path) -> None:
     assert run() == -signal.SIGKILL
     assert not (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).exists()
     assert run() == 0, "it fired once"
+
+
+def test_a_hold_failpoint_waits_its_seconds_once_and_goes_on(tmp_path: Path) -> None:
+    from edge_agent.failpoints import fire_if_armed
+
+    (tmp_path / "failpoints").mkdir()
+    (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).write_text("hold 0.5\n")
+    started = time.monotonic()
+    fire_if_armed(str(tmp_path), BEFORE_SPOOL_COMMIT)
+    assert time.monotonic() - started >= 0.5
+    assert not (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).exists()
+    started = time.monotonic()
+    fire_if_armed(str(tmp_path), BEFORE_SPOOL_COMMIT)
+    assert time.monotonic() - started < 0.5, "it held once"
