@@ -287,7 +287,7 @@ def main() -> None:
     if masters:
         show_spark(masters[0])
     if brokers and masters:
-        aggregates, alerts = watch(bootstrap, pki, float(os.environ.get("PIKIT_DEMO_WATCH", "120")))
+        aggregates, alerts = watch(bootstrap, pki, float(os.environ.get("PIKIT_DEMO_WATCH", "45")))
         out = save_picture(bootstrap, pki, aggregates, alerts)
         print(f"\nPicture of the readings and aggregates: {out}/pipeline.png and {out}/index.html")
     master = masters[0] if masters else "-"

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The reading contract, record signing, the failpoints and the durable file operations are the
+# The reading contract, record signing, the failpoints, the durable file operations and the watchdog are the
 # agent's own modules, shipped as they are (tests/unit/spark/test_bundle.py checks none is missing).
 SOURCES = [
     (HERE / "pikit_spark", "pikit_spark"),
@@ -22,6 +22,7 @@ SOURCES = [
     (HERE.parent / "edge_agent/edge_agent/disk.py", "edge_agent/disk.py"),
     (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),
     (HERE.parent / "edge_agent/edge_agent/signing.py", "edge_agent/signing.py"),
+    (HERE.parent / "edge_agent/edge_agent/watchdog.py", "edge_agent/watchdog.py"),
 ]
 
 

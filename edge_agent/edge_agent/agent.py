@@ -27,11 +27,15 @@ from edge_agent.metrics import Metrics, serve
 from edge_agent.sender import Sender
 from edge_agent.sensors import Sensor, build
 from edge_agent.spool import Spool
+from edge_agent.watchdog import Watchdog
 
 log = logging.getLogger("edge_agent")
 SHUTDOWN_DRAIN_SECONDS = 10.0
 CLOCK_CHECK_SECONDS = 5.0
 WATCH_SECONDS = 1.0
+# The send loop turns at least every ~20 s (max_block_ms 15 s, then the backoff), however long
+# the brokers are away; silent past this, it hangs, and systemd's watchdog restarts the agent.
+SEND_LOOP_STALL_SECONDS = 120.0
 
 
 @dataclass
@@ -149,6 +153,9 @@ class Agent:
         sender = Sender(self.spool, self.metrics, self.wakeup, link, self.config.kafka.readings_per_record)
         thread = threading.Thread(target=sender.run, args=(self.stop, drain_deadline), name="sender")
         thread.start()
+        watchdog = Watchdog.for_unit(lambda: sender.last_turn, SEND_LOOP_STALL_SECONDS)
+        if watchdog:
+            watchdog.start()
         log.info(
             "device %s: %d sensors, spool %s holds %d readings, next seq %d",
             self.config.device_id,
@@ -177,6 +184,8 @@ class Agent:
         drain_deadline[0] = time.monotonic() + SHUTDOWN_DRAIN_SECONDS
         self.wakeup.set()
         thread.join()
+        if watchdog:
+            watchdog.stop()
         with self._taking:  # a hung read that returns now finds the spool closed and takes nothing
             self.spool.close()
             self.closed = True

@@ -53,11 +53,16 @@ class Sender:
         self.link = link
         self.per_round = readings_per_record * RECORDS_PER_ROUND
         self.failures = 0
+        # When the loop last turned or, waiting on an acknowledgement, looked up: what the
+        # agent's watchdog tells systemd (edge_agent/watchdog.py). Waits in the loop are bounded
+        # (a second per look, the producer's max_block_ms, the backoff): only a hang stops it.
+        self.last_turn = time.time()
 
     def run(self, stop: threading.Event, drain_deadline: list[float]) -> None:
         """Send until `stop`; then keep draining until `drain_deadline[0]` (monotonic)."""
 
         def give_up() -> bool:
+            self.last_turn = time.time()
             return stop.is_set() and time.monotonic() >= drain_deadline[0]
 
         # (last spool index, readings, what the link waits on) of each round not yet acknowledged

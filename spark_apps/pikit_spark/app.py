@@ -7,6 +7,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from edge_agent.watchdog import Watchdog
 from pyspark.sql import DataFrame, SparkSession
 
 from pikit_spark.common import (
@@ -23,7 +24,6 @@ from pikit_spark.common import (
 from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import TransactionalSink
-from pikit_spark.watchdog import Watchdog
 
 
 @dataclass

@@ -84,3 +84,28 @@ def test_unacknowledged_rounds_stay_in_the_spool_when_the_drain_time_ends(tmp_pa
     metrics = drain(spool, link, seconds=0.2)
     assert len(link.sent) == ROUNDS_IN_FLIGHT, "rounds are pipelined up to the limit, no further"
     assert spool.depth == 1000 and metrics.sent == 0
+
+
+def test_the_loop_shows_life_while_it_waits_and_not_once_it_hangs(tmp_path: Path) -> None:
+    """What the agent's watchdog reads: a wait for an acknowledgement (the brokers away) keeps
+    the loop's last turn fresh; a link that hangs inside a call lets it grow old."""
+    spool = spool_of(tmp_path, 10)
+    hang = threading.Event()
+
+    class Hanging(Link):
+        def submit(self, records: list[Record]) -> list[int]:
+            if hang.is_set():
+                threading.Event().wait()  # a call without a bound
+            return super().submit(records)
+
+    link = Hanging(acknowledge=False)
+    stop = threading.Event()
+    sender = Sender(spool, Metrics(), threading.Event(), link, readings_per_record=2)
+    threading.Thread(target=sender.run, args=(stop, [float("inf")]), daemon=True).start()
+    time.sleep(0.5)
+    assert time.time() - sender.last_turn < 0.2, "waiting on an acknowledgement is life"
+    hang.set()
+    link.acknowledge = True  # the round goes, and the next submit hangs
+    spool.append(10, b'{"seq":10}')
+    time.sleep(0.5)
+    assert time.time() - sender.last_turn >= 0.4, "a hung call is not"

@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from edge_agent.watchdog import Watchdog, alive, notify
 from pikit_spark.metrics import AppMetrics
-from pikit_spark.watchdog import Watchdog, alive, notify
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_it_pets_while_alive_and_stops_once_stalled(
     with caplog.at_level(logging.ERROR, logger="pikit.watchdog"):
         assert not dog.beat() and not dog.beat()
     assert heard(systemd) == [], "systemd hears nothing once the query stalled"
-    assert len([r for r in caplog.records if "no query moved for" in r.message]) == 1, "said once"
+    assert len([r for r in caplog.records if "no sign of work for" in r.message]) == 1, "said once"
     sign[0] += 200
     assert dog.beat() and heard(systemd) == [b"WATCHDOG=1"]
 

@@ -1,13 +1,15 @@
-"""The driver tells systemd it is alive while its queries are: systemd's watchdog for what no
-bound on a call catches.
+"""A process tells systemd it is alive while its work moves: systemd's watchdog for what no
+bound on a call catches. Shared by the Spark drivers (which the apps' bundle ships it to) and
+the edge agent.
 
-The app's unit has `WatchdogSec=` (spark_app_watchdog_seconds) and `NotifyAccess=all`: the
-driver's Python process is a child of spark-submit's JVM, not the unit's main process. A thread
-here sends `WATCHDOG=1` to `$NOTIFY_SOCKET` for as long as some query has shown life (started,
-made a micro-batch, or found nothing to read) within `stall_after` seconds. A driver that is
-frozen whole sends nothing; one whose query hangs (a call without a bound, a deadlock) stops
-sending once the stall passes. Either way systemd kills it within `WatchdogSec` and starts it
-again (`Restart=always`), and the exactly-once sink makes the replayed batch safe.
+The unit has `WatchdogSec=` and, for a driver, `NotifyAccess=all`: the driver's Python process
+is a child of spark-submit's JVM, not the unit's main process. A thread here sends `WATCHDOG=1`
+to `$NOTIFY_SOCKET` for as long as the work showed life within `stall_after` seconds: for a
+driver, some query started, made a micro-batch or found nothing to read; for the agent, its
+send loop turned. A process that is frozen whole sends nothing; one whose work hangs (a call
+without a bound, a deadlock) stops sending once the stall passes. Either way systemd kills it
+within `WatchdogSec` and starts it again (`Restart=`): the driver's exactly-once sink makes the
+replayed batch safe, and the agent's spool keeps every reading it had not sent.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def notify(message: str, address: str | None = None) -> bool:
 
 
 def alive(now: float, last_sign: float, stall_after: float) -> bool:
-    """Whether the queries showed life recently enough to tell systemd so."""
+    """Whether the work showed life recently enough to tell systemd so."""
     return now - last_sign < stall_after
 
 
@@ -67,7 +69,7 @@ class Watchdog:
 
     def start(self) -> Watchdog:
         LOG.info(
-            "watchdog: telling systemd every %.0fs while a query moved within %.0fs",
+            "watchdog: telling systemd every %.0fs while the work moved within %.0fs",
             self.interval,
             self.stall_after,
         )
@@ -76,14 +78,14 @@ class Watchdog:
         return self
 
     def beat(self) -> bool:
-        """One check: pet the watchdog when the queries are alive. Whether it did."""
+        """One check: pet the watchdog when the work is alive. Whether it did."""
         now, sign = time.time(), self.last_sign()
         if alive(now, sign, self.stall_after):
             self.stalled = False
             return notify("WATCHDOG=1", self.address)
         if not self.stalled:
             LOG.error(
-                "watchdog: no query moved for %.0fs (more than %.0fs): systemd will restart the driver",
+                "watchdog: no sign of work for %.0fs (more than %.0fs): systemd will restart this process",
                 now - sign,
                 self.stall_after,
             )
@@ -94,7 +96,7 @@ class Watchdog:
         while not self._stop.wait(self.interval):
             try:
                 self.beat()
-            except OSError as exc:  # a missing socket must not kill the driver; systemd will
+            except OSError as exc:  # a missing socket must not kill the process; systemd will
                 LOG.warning("watchdog: %s", exc)
 
     def stop(self) -> None:

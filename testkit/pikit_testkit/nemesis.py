@@ -1,0 +1,374 @@
+"""The nemesis: a seeded, randomized schedule of faults against a whole lab site, one at a
+time while the agents produce, and how long the site takes to heal from each.
+
+A fault's **recovery time** runs from its end (the brokers started again, the cable back, the
+kill done) until every streaming query has committed a new micro-batch (a file in its
+checkpoint's `commits/`) and every agent's spool has drained. A recovery longer than the
+bound is a stall, and fails the run. The seed is printed first, so that a failure replays:
+
+    python -m pikit_testkit.nemesis --seed 1234 --faults 6      # on make demo's lab
+
+Exactness is not judged here: the caller recomputes the output from the raw topic afterwards
+(tests/e2e, pikit_testkit/pipeline_model.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edge_agent.failpoints import SINK_BEFORE_COMMIT, SINK_POINTS
+
+from pikit import REPO
+
+BROKERS_KILLED = "brokers-killed"
+BROKER_FROZEN = "broker-frozen"
+DRIVER_CUT = "driver-cut"
+DRIVER_KILLED = "driver-killed"
+EXECUTOR_KILLED = "executor-killed"
+COMMIT_KILLED = "commit-killed"
+COMMIT_HELD = "commit-held-brokers-killed"
+DEVICE_CUT = "device-cut"
+AGENT_KILLED = "agent-killed"
+KINDS = (
+    BROKERS_KILLED,
+    BROKER_FROZEN,
+    DRIVER_CUT,
+    DRIVER_KILLED,
+    EXECUTOR_KILLED,
+    COMMIT_KILLED,
+    COMMIT_HELD,
+    DEVICE_CUT,
+    AGENT_KILLED,
+)
+# Faults the queries must keep committing through (RF 3, min ISR 2), not only recover from.
+RIDDEN_THROUGH = (BROKER_FROZEN,)
+# In every schedule, however short: where issue 31's hang lived.
+ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
+# The outage of issue 31: every broker killed -9 while a batch's commit is in flight.
+COMMIT_HELD_OUTAGE_S = 90.0
+CHECKPOINTS = "/srv/pikit-shared/spark/checkpoints"
+SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
+DRAINED_DEPTH = 30  # readings; a round or two of two sensors: what a healthy agent holds
+
+
+@dataclass(frozen=True)
+class SiteNodes:
+    """The lab's nodes by part: the names a schedule draws from (container name = host name)."""
+
+    brokers: tuple[str, ...]
+    workers: tuple[str, ...]
+    master: str
+    edges: tuple[str, ...]
+    apps: tuple[str, ...]  # the first one's sink is where the commit faults land
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_inventory(cls, inventory: Path, apps: tuple[str, ...]) -> SiteNodes:
+        listed = subprocess.run(
+            [str(Path(sys.executable).with_name("ansible-inventory")), "-i", str(inventory), "--list"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        data = json.loads(listed.stdout)
+
+        def group(name: str) -> tuple[str, ...]:
+            return tuple(sorted(data.get(name, {}).get("hosts", [])))
+
+        hostvars = data["_meta"]["hostvars"]
+        (master,) = group("spark_master")
+        return cls(
+            brokers=group("kafka_broker"),
+            workers=group("spark_worker"),
+            master=master,
+            edges=group("edge"),
+            apps=apps,
+            addresses={h: v["ansible_host"] for h, v in hostvars.items()},
+        )
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    targets: tuple[str, ...]  # nodes, or for the app kinds the app
+    seconds: float  # how long it lasts; 0 for a kill that systemd answers by itself
+    quiet: float  # calm before it starts: each fault lands at a random moment
+    point: str = ""  # the sink failpoint, for the commit kinds
+
+    def __str__(self) -> str:
+        what = f"{self.kind} {','.join(self.targets)}"
+        if self.point:
+            what += f" at {self.point}"
+        return what + (f" for {self.seconds:.0f}s" if self.seconds else "")
+
+
+def schedule(seed: int, count: int, site: SiteNodes, *, longest: float = 180.0) -> list[Fault]:
+    """`count` faults drawn from `seed`: the ALWAYS kinds in any schedule, every kind once a
+    schedule is long enough, the rest at random, in a random order."""
+    rng = random.Random(seed)
+    kinds = list(KINDS) if count >= len(KINDS) else list(ALWAYS)
+    kinds = kinds[:count] + [rng.choice(KINDS) for _ in range(count - len(kinds))]
+    rng.shuffle(kinds)
+    return [_draw(kind, rng, site, longest) for kind in kinds]
+
+
+def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fault:
+    quiet = round(rng.uniform(5, 30), 1)
+    if kind == BROKERS_KILLED:
+        brokers = tuple(sorted(rng.sample(site.brokers, rng.randint(1, len(site.brokers)))))
+        return Fault(kind, brokers, round(rng.uniform(5, longest)), quiet)
+    if kind == BROKER_FROZEN:
+        return Fault(kind, (rng.choice(site.brokers),), round(rng.uniform(30, 90)), quiet)
+    if kind == DRIVER_CUT:
+        return Fault(kind, (site.master,), round(rng.uniform(20, 90)), quiet)
+    if kind == DRIVER_KILLED:
+        return Fault(kind, (rng.choice(site.apps),), 0, quiet)
+    if kind == EXECUTOR_KILLED:
+        return Fault(kind, (rng.choice(site.workers),), 0, quiet)
+    # The first app's sink commits whenever a window closes, within a minute; the alerts app's
+    # only when it alerts, which may not happen for as long.
+    if kind == COMMIT_KILLED:
+        return Fault(kind, site.apps[:1], 0, quiet, rng.choice(SINK_POINTS))
+    if kind == COMMIT_HELD:
+        return Fault(kind, site.apps[:1], COMMIT_HELD_OUTAGE_S, quiet, SINK_BEFORE_COMMIT)
+    if kind == DEVICE_CUT:
+        return Fault(kind, (rng.choice(site.edges),), round(rng.uniform(20, 120)), quiet)
+    if kind == AGENT_KILLED:
+        return Fault(kind, (rng.choice(site.edges),), 0, quiet)
+    raise ValueError(f"unknown fault kind {kind}")
+
+
+@dataclass(frozen=True)
+class Recovery:
+    fault: Fault
+    ended: float  # Unix time the fault ended
+    seconds: float  # until every query committed a batch and every agent drained
+    # For a fault the apps must ride through (a frozen broker): each app's longest time
+    # without a committed micro-batch while it lasted.
+    pauses: dict[str, float] = field(default_factory=dict)
+
+
+def sh(node: str, script: str, check: bool = True) -> str:
+    proc = subprocess.run(
+        ["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=False
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{node}: {script}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def netns(node: str, *argv: str) -> str:
+    """A command in the node's network namespace, run from the host, as a pulled cable is."""
+    pid = subprocess.run(
+        ["podman", "inspect", "-f", "{{.State.Pid}}", node], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return subprocess.run(
+        ["nsenter", "-t", pid, "-n", *argv], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@contextlib.contextmanager
+def cable_pulled(node: str) -> Iterator[None]:
+    routes = netns(node, "ip", "route", "show").splitlines()
+    netns(node, "ip", "link", "set", "eth0", "down")
+    try:
+        yield
+    finally:
+        netns(node, "ip", "link", "set", "eth0", "up")
+        for route in routes:
+            netns(node, "ip", "route", "replace", *route.split())
+
+
+def unit_of(app: str) -> str:
+    return "spark-app-" + app.replace("_", "-")
+
+
+def wait(what: str, check: Callable[[], bool], bound: float, every: float = 1.0) -> float:
+    """When `check` first held, within `bound` seconds; errors count as not yet."""
+    deadline = time.time() + bound
+    while time.time() < deadline:
+        with contextlib.suppress(Exception):
+            if check():
+                return time.time()
+        time.sleep(every)
+    raise TimeoutError(f"{what}: not within {bound:.0f}s")
+
+
+class Nemesis:
+    def __init__(self, site: SiteNodes, bound: float = 300.0, log: Callable[[str], None] = print) -> None:
+        self.site = site
+        self.bound = bound  # past it, a recovery is a stall
+        self.log = log
+
+    def run(self, faults: list[Fault]) -> list[Recovery]:
+        self.wait_recovered(time.time() - 1)  # start from a site that flows
+        done = []
+        for number, fault in enumerate(faults, 1):
+            time.sleep(fault.quiet)
+            started = time.time()
+            self.inflict(fault)
+            ended = time.time()
+            healed = self.wait_recovered(ended)
+            pauses = self.longest_pause(started, ended) if fault.kind in RIDDEN_THROUGH else {}
+            done.append(Recovery(fault, ended, healed - ended, pauses))
+            self.log(
+                f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, "
+                f"recovered {healed - ended:.0f}s after its end"
+                + (f"; longest pause meanwhile {_seconds(pauses)}" if pauses else "")
+            )
+        return done
+
+    def inflict(self, fault: Fault) -> None:
+        kind, targets = fault.kind, fault.targets
+        if kind == BROKERS_KILLED:
+            self.brokers_down(targets, fault.seconds)
+        elif kind == BROKER_FROZEN:
+            (broker,) = targets
+            sh(broker, "systemctl kill --signal=SIGSTOP kafka")
+            try:
+                time.sleep(fault.seconds)
+            finally:
+                sh(broker, "systemctl kill --signal=SIGCONT kafka")
+        elif kind in (DRIVER_CUT, DEVICE_CUT):
+            with cable_pulled(targets[0]):
+                time.sleep(fault.seconds)
+        elif kind == DRIVER_KILLED:
+            sh(self.site.master, f"systemctl kill --signal=KILL {unit_of(targets[0])}")
+        elif kind == EXECUTOR_KILLED:
+            sh(targets[0], "pkill -KILL -f CoarseGrainedExecutorBackend")
+        elif kind == AGENT_KILLED:
+            sh(targets[0], "systemctl kill --signal=KILL edge-agent")
+        elif kind == COMMIT_KILLED:
+            self.arm(targets[0], fault.point, "")
+        elif kind == COMMIT_HELD:
+            # Held before its commit while every broker dies: the commit is in flight as they go.
+            self.arm(targets[0], fault.point, "hold 20")
+            self.brokers_down(self.site.brokers, fault.seconds)
+        else:
+            raise ValueError(f"unknown fault kind {kind}")
+
+    def brokers_down(self, brokers: tuple[str, ...], seconds: float) -> None:
+        # Stopped as well as killed: Restart= would otherwise start them again at once.
+        for broker in brokers:
+            sh(broker, "systemctl kill --signal=KILL kafka; systemctl stop kafka")
+        try:
+            time.sleep(seconds)
+        finally:
+            starts = [subprocess.Popen(["podman", "exec", b, "systemctl", "start", "kafka"]) for b in brokers]
+            failed = [b for b, p in zip(brokers, starts, strict=True) if p.wait() != 0]
+            if failed:
+                raise RuntimeError(f"kafka did not start again on {failed}")
+
+    def arm(self, app: str, point: str, action: str) -> None:
+        """Arm a sink failpoint in the app's checkpoint directory and wait until it fires."""
+        flags = f"{CHECKPOINTS}/{app}/failpoints"
+        flag = f"{flags}/{point}"
+        sh(
+            self.site.master,
+            f"install -d -o spark -g spark {flags} && printf %s {shlex.quote(action)} > {flag} "
+            f"&& chown spark:spark {flag}",
+        )
+        wait(
+            f"{app}'s failpoint {point}",
+            lambda: not sh(self.site.master, f"ls {flag} 2>/dev/null", False),
+            180,
+        )
+
+    # --- recovery ---------------------------------------------------------------------------
+
+    def commits_since(self, app: str, moment: float) -> list[float]:
+        """When the app's query committed each micro-batch after `moment` (its checkpoint)."""
+        found = sh(
+            self.site.master,
+            f"find {CHECKPOINTS}/{app} -path '*/commits/*' -newermt @{moment:.3f} -printf '%T@\\n'",
+            check=False,
+        ).split()
+        return sorted(map(float, found))
+
+    def committed_since(self, app: str, moment: float) -> float | None:
+        return next(iter(self.commits_since(app, moment)), None)
+
+    def longest_pause(self, start: float, end: float) -> dict[str, float]:
+        """Each app's longest time without a committed micro-batch between `start` and `end`."""
+        pauses = {}
+        for app in self.site.apps:
+            moments = [start, *(t for t in self.commits_since(app, start) if t < end), end]
+            pauses[app] = max(b - a for a, b in itertools.pairwise(moments))
+        return pauses
+
+    def spool_depth(self, edge: str) -> float:
+        address = self.site.addresses.get(edge, edge)
+        with urllib.request.urlopen(f"http://{address}:9108/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return float(next(x.split()[1] for x in text.splitlines() if x.startswith("edge_agent_spool_depth ")))
+
+    def wait_recovered(self, since: float) -> float:
+        """When the whole site flowed again after `since`: the latest of each query's first
+        commit and each agent's drain. Raises TimeoutError (a stall) past the bound."""
+        deadline = since + self.bound
+        times: dict[str, float] = {}
+        while time.time() < deadline:
+            for app in set(self.site.apps) - set(times):
+                with contextlib.suppress(Exception):
+                    if (at := self.committed_since(app, since)) is not None:
+                        times[app] = at
+            for edge in set(self.site.edges) - set(times):
+                with contextlib.suppress(Exception):
+                    if self.spool_depth(edge) <= DRAINED_DEPTH:
+                        times[edge] = max(time.time(), since)
+            if len(times) == len(self.site.apps) + len(self.site.edges):
+                return max(times.values())
+            time.sleep(1)
+        stalled = sorted(set(self.site.apps + self.site.edges) - set(times))
+        raise TimeoutError(
+            f"stalled: {', '.join(stalled)} not flowing {self.bound:.0f}s after the fault's end"
+        )
+
+
+def _seconds(by_name: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.0f}s" for name, value in sorted(by_name.items()))
+
+
+def summary(recoveries: list[Recovery]) -> str:
+    seconds = [r.seconds for r in recoveries]
+    return (
+        f"{len(seconds)} faults; recovery p50 {statistics.median(seconds):.0f}s, "
+        f"max {max(seconds):.0f}s ({max(recoveries, key=lambda r: r.seconds).fault})"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m pikit_testkit.nemesis", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--inventory", type=Path, default=REPO / "inventory/lab")
+    parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(1 << 32))
+    parser.add_argument("--faults", type=int, default=6)
+    parser.add_argument("--longest", type=float, default=180.0, help="the longest broker outage, seconds")
+    parser.add_argument("--bound", type=float, default=300.0, help="a recovery longer than this is a stall")
+    parser.add_argument("--apps", default="sensor_aggregates,anomaly_alerts")
+    args = parser.parse_args(argv)
+    site = SiteNodes.from_inventory(args.inventory, tuple(args.apps.split(",")))
+    faults = schedule(args.seed, args.faults, site, longest=args.longest)
+    print(f"[nemesis] seed {args.seed}: {len(faults)} faults", flush=True)
+    for fault in faults:
+        print(f"  {fault} (after {fault.quiet:.0f}s calm)", flush=True)
+    recoveries = Nemesis(site, args.bound, log=lambda line: print(line, flush=True)).run(faults)
+    print(f"[nemesis] seed {args.seed}: {summary(recoveries)}")
+
+
+if __name__ == "__main__":
+    main()

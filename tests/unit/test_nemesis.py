@@ -1,0 +1,69 @@
+"""The nemesis's schedule: the same seed gives the same faults, the commit faults are in every
+schedule, a long one holds every kind, and each fault's targets and length fit its kind."""
+
+from __future__ import annotations
+
+from edge_agent.failpoints import SINK_POINTS
+from pikit_testkit.nemesis import (
+    ALWAYS,
+    BROKERS_KILLED,
+    COMMIT_HELD,
+    COMMIT_HELD_OUTAGE_S,
+    KINDS,
+    Fault,
+    Recovery,
+    SiteNodes,
+    schedule,
+    summary,
+)
+
+SITE = SiteNodes(
+    brokers=("pi-1", "pi-2", "pi-3"),
+    workers=("pi-2", "pi-3"),
+    master="pi-4",
+    edges=("edge-1", "edge-2"),
+    apps=("sensor_aggregates", "anomaly_alerts"),
+)
+
+
+def test_a_seed_replays_its_schedule_and_another_seed_differs() -> None:
+    assert schedule(7, 6, SITE) == schedule(7, 6, SITE)
+    assert schedule(7, 6, SITE) != schedule(8, 6, SITE)
+
+
+def test_a_short_schedule_holds_the_commit_faults() -> None:
+    for seed in range(50):
+        kinds = [f.kind for f in schedule(seed, 6, SITE)]
+        assert len(kinds) == 6
+        assert set(ALWAYS) <= set(kinds), (seed, kinds)
+
+
+def test_a_long_schedule_holds_every_kind() -> None:
+    faults = schedule(1, 30, SITE)
+    assert len(faults) == 30
+    assert {f.kind for f in faults} == set(KINDS)
+
+
+def test_each_fault_fits_its_kind() -> None:
+    for fault in schedule(3, 300, SITE, longest=180):
+        assert 5 <= fault.quiet <= 30
+        if fault.kind == BROKERS_KILLED:
+            assert set(fault.targets) <= set(SITE.brokers) and 1 <= len(fault.targets) <= 3
+            assert 5 <= fault.seconds <= 180
+        elif fault.kind == COMMIT_HELD:
+            assert fault.seconds == COMMIT_HELD_OUTAGE_S
+        if fault.kind.startswith("commit"):
+            assert fault.targets == ("sensor_aggregates",), "the app whose sink commits every window"
+        if fault.kind.startswith("commit"):
+            assert fault.point in SINK_POINTS
+        else:
+            assert not fault.point
+    brokers_killed = [f for f in schedule(3, 300, SITE) if f.kind == BROKERS_KILLED]
+    assert {len(f.targets) for f in brokers_killed} == {1, 2, 3}, "one, two or all three brokers"
+
+
+def test_the_summary_gives_the_median_and_the_worst_fault() -> None:
+    slow = Fault("device-cut", ("edge-1",), 60, 5)
+    recoveries = [Recovery(Fault("agent-killed", ("edge-2",), 0, 5), 0, s) for s in (10, 20)]
+    text = summary([*recoveries, Recovery(slow, 0, 50)])
+    assert text == "3 faults; recovery p50 20s, max 50s (device-cut edge-1 for 60s)"
