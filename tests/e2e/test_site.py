@@ -60,7 +60,7 @@ from edge_agent.contract import Reading, encode_batch
 from edge_agent.failpoints import SINK_BEFORE_COMMIT
 from kafka import KafkaProducer
 from pikit_testkit import polling
-from pikit_testkit.nemesis import Nemesis, SiteNodes, schedule, summary
+from pikit_testkit.nemesis import Nemesis, SiteNodes, netns, schedule, summary
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
 from pikit_testkit.reach import reach_command
 
@@ -188,17 +188,6 @@ def sh(node: str, script: str, check: bool = True) -> str:
     )
     assert not check or proc.returncode == 0, f"{node}: {script}: {proc.stderr}"
     return proc.stdout
-
-
-def netns(node: str, *argv: str) -> str:
-    """A command in the node's network namespace, run from the host: the cut is made from
-    outside, as a pulled cable is, not by the node's own tools."""
-    pid = subprocess.run(
-        ["podman", "inspect", "-f", "{{.State.Pid}}", node], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return subprocess.run(
-        ["nsenter", "-t", pid, "-n", *argv], capture_output=True, text=True, check=True
-    ).stdout
 
 
 def agent_metric(node: str, name: str) -> float:
