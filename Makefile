@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-pipeline bench-catchup bench-emulated
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-txclients bench-pipeline bench-catchup bench-emulated
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ bench: bootstrap artifacts ## benchmarks (never part of make test); results go i
 	@taskset -c 0 $(PY) -m bench.spool_write --readings 400000 --rounds 5
 	@taskset -c 0,1 $(PY) -m bench.parse --records 20000 --rounds 3
 	@taskset -c 0,1 $(PY) -m bench.batch --records 10000 --rounds 3
+
+bench-txclients: bootstrap artifacts ## the driver's transactional client, kafka-python (bounded) beside confluent-kafka, against a broker frozen or killed at a commit
+	@$(PY) -m bench.txclient_trial --rounds 3
 
 bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
 	@$(PY) -m bench.pipeline
