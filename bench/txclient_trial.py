@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.failpoints import SINK_BEFORE_COMMIT
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 from pikit_spark.sink import Record, TransactionalSink
-from pikit_testkit.broker import LocalBroker
+from pikit_testkit.broker import LocalBroker, new_topic
 
 from pikit.topic import read_to_end
 
@@ -112,19 +110,9 @@ def _batch(batch_id: int) -> list[Record]:
     return [(f"dev-{i % 2}".encode(), f"{batch_id}:{i}".encode(), [("reason", b"why")]) for i in range(3)]
 
 
-def _topic(broker: str) -> str:
-    name = f"trial-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=[broker])
-    try:
-        admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])
-    finally:
-        admin.close()
-    return name
-
-
 def run_once(kind: type[TransactionalSink], broker: LocalBroker, fault: str) -> dict[str, float]:
     """One write of batch 1 with the fault at its commit; the seconds it took after the broker's return."""
-    topic = _topic(broker.address)
+    topic = new_topic(broker.address, "trial")
     client: dict[str, Any] = {"bootstrap_servers": [broker.address]}
     name = f"trial-{uuid.uuid4().hex[:6]}"
     back: list[float] = []

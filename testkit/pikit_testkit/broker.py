@@ -138,3 +138,17 @@ class LocalBroker:
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=60) in (0, 143), "broker did not stop cleanly"
         self.proc = None
+
+
+def new_topic(address: str, prefix: str = "out", partitions: int = 2) -> str:
+    """A topic of its own (a random name after `prefix`) on the broker at `address`."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=[address])
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    finally:
+        admin.close()
+    return name

@@ -9,29 +9,16 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from pikit_spark.sink import BoundedProducer, LineageError, Record, TransactionalSink
-from pikit_testkit.broker import LocalBroker
+from pikit_testkit.broker import LocalBroker, new_topic
 
 from pikit.topic import read_to_end
-
-
-def _topic(broker: str) -> str:
-    name = f"out-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=[broker])
-    try:
-        admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])
-    finally:
-        admin.close()
-    return name
 
 
 def _batch(batch_id: int, n: int = 3) -> list[Record]:
@@ -43,7 +30,7 @@ def _values(topic: str, client: dict[str, Any]) -> list[bytes]:
 
 
 def test_each_batch_lands_once_across_replays_zombies_and_restarts(broker: str) -> None:
-    topic = _topic(broker)
+    topic = new_topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
 
     sink = TransactionalSink([topic], "test-app", client)
@@ -92,7 +79,7 @@ def test_a_driver_killed_at_each_step_of_a_commit_leaves_its_batch_to_land_once(
     """Killed with the records sent, with the offsets in the transaction, or with the commit
     done: the restarted driver's producer aborts what was left open, and the replayed batch
     is written once (or skipped, when its commit had landed)."""
-    topic = _topic(broker)
+    topic = new_topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
     name = f"killed-{point}"
     first = TransactionalSink([topic], name, client)
@@ -114,8 +101,8 @@ def test_a_driver_killed_at_each_step_of_a_commit_leaves_its_batch_to_land_once(
     assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
 
 
-def test_one_transaction_spans_every_output_topic(broker: str) -> None:
-    windows, late = _topic(broker), _topic(broker)
+def test_one_transaction_spans_every_outputnew_topic(broker: str) -> None:
+    windows, late = new_topic(broker), new_topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
     sink = TransactionalSink([windows, late], "two-topics", client)
     assert sink.write(0, {windows: _batch(0, 2), late: _batch(0, 1)}) == 3
@@ -126,7 +113,7 @@ def test_one_transaction_spans_every_output_topic(broker: str) -> None:
 
 
 def test_sinks_of_different_apps_do_not_share_a_marker(broker: str) -> None:
-    topic = _topic(broker)
+    topic = new_topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
     first, second = TransactionalSink([topic], "app-a", client), TransactionalSink([topic], "app-b", client)
     assert first.write(5, {topic: _batch(5, 1)}) == 1
@@ -139,7 +126,7 @@ def test_sinks_of_different_apps_do_not_share_a_marker(broker: str) -> None:
 def test_a_batch_whose_sends_expire_in_an_outage_is_not_committed(own_broker: LocalBroker) -> None:
     """The bug this sink had: records expired while the broker was away, yet the
     transaction and the batch marker committed, so a replay skipped the lost batch."""
-    topic = _topic(own_broker.address)
+    topic = new_topic(own_broker.address)
     client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
     sink = TransactionalSink([topic], "outage", client, retry_for=0, delivery_timeout_ms=4000)
     assert sink.write(0, {topic: _batch(0)}) == 3
@@ -157,7 +144,7 @@ def test_a_batch_whose_sends_expire_in_an_outage_is_not_committed(own_broker: Lo
 
 
 def test_a_batch_rides_out_a_broker_outage_and_lands_once(own_broker: LocalBroker) -> None:
-    topic = _topic(own_broker.address)
+    topic = new_topic(own_broker.address)
     client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
     sink = TransactionalSink([topic], "ride-out", client, retry_for=300, delivery_timeout_ms=4000)
     assert sink.write(0, {topic: _batch(0)}) == 3
@@ -181,7 +168,7 @@ def test_the_brokers_gone_while_a_commit_is_held_the_batch_lands_once_soon_after
     """Issue 31's outage with the commit in flight, made exact by the failpoint: the sink holds
     before its commit, the broker goes away and comes back 30 s later, and the batch is in
     Kafka once within seconds of the broker's return."""
-    topic = _topic(own_broker.address)
+    topic = new_topic(own_broker.address)
     client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
     sink = TransactionalSink(
         [topic],
@@ -215,7 +202,7 @@ def test_the_brokers_gone_while_a_commit_is_held_the_batch_lands_once_soon_after
 
 
 def test_a_deleted_checkpoint_stops_the_sink_until_the_operator_decides(broker: str) -> None:
-    topic = _topic(broker)
+    topic = new_topic(broker)
     client: dict[str, Any] = {"bootstrap_servers": [broker]}
     old = TransactionalSink([topic], "lineage", client, lineage="query-old")
     assert old.write(0, {topic: _batch(0)}) == 3
@@ -244,7 +231,7 @@ def test_a_commit_in_flight_when_the_broker_hangs_is_bounded_and_the_batch_lands
     flight. Here the broker is frozen (SIGSTOP) as the commit goes out and thawed 20 s later: the
     commit's wait ends at its bound, the attempt is dropped, and once the broker is back the batch
     is in Kafka exactly once (its commit landed, or it was aborted and sent again) within seconds."""
-    topic = _topic(own_broker.address)
+    topic = new_topic(own_broker.address)
     client: dict[str, Any] = {"bootstrap_servers": [own_broker.address]}
     sink = TransactionalSink([topic], "hang", client, retry_for=300, delivery_timeout_ms=4000, call_timeout=5)
     assert sink.write(0, {topic: _batch(0)}) == 3
