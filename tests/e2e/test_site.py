@@ -22,7 +22,7 @@ this one converged lab:
   agent drains), a stall fails it. Four faults here, the driver killed inside its sink's commit
   among them; at least 30 in make test-ops;
 - (i, make test-ops) the aggregating driver frozen whole: QueryStalled names it, its
-  watchdog restarts it.
+  watchdog restarts it; (j, make test-ops) an agent frozen whole, restarted by its watchdog.
 
 After (a) and (b) the site must heal by itself: `pikit status` healthy, every outage alert
 cleared, within bounds.
@@ -792,6 +792,28 @@ def test_i_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) ->
     assert "Watchdog timeout" in log, log[-3000:]
     wait_for("both devices' readings after the restart", lambda: after(site, cleared), 240)
     judge(site, "i: the driver frozen, restarted by its watchdog")
+
+
+@pytest.mark.ops
+def test_j_a_frozen_agent_is_restarted_by_its_watchdog(site: Site) -> None:
+    """An agent frozen whole (SIGSTOP to its unit), as a stalled SD card would leave it: systemd's
+    watchdog (edge_agent_watchdog_seconds, 60 on the lab) kills it, it starts again by itself,
+    drains what its spool held, and no reading is lost or counted twice. In make test-ops:
+    unit-tested in make test (the send loop's sign of life, tests/unit/edge/test_sender.py)."""
+    device = EDGES[1]
+    before = restarts(device, "edge-agent")
+    sh(device, "systemctl kill --signal=SIGSTOP edge-agent")
+    frozen = time.time()
+    try:
+        wait_for("the watchdog to restart the agent", lambda: restarts(device, "edge-agent") > before, 180)
+    finally:
+        sh(device, "systemctl kill --signal=SIGCONT edge-agent", check=False)
+    restarted = time.time()
+    log = sh(device, f"journalctl -u edge-agent --since @{int(frozen)} --no-pager", check=False)
+    assert "Failed with result 'watchdog'" in log, log[-3000:]
+    wait_for(f"{device}'s readings after the restart", lambda: after(site, restarted, [device]), 180)
+    print(f"\n[j] {device} frozen at 0 s: restarted by its watchdog {restarted - frozen:.0f} s")
+    judge(site, "j: an agent frozen, restarted by its watchdog")
 
 
 def master_view() -> dict[str, Any]:
