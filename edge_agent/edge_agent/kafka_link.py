@@ -10,6 +10,7 @@ so nothing is duplicated. A broker's return is noticed within MAX_BACKOFF_S.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,13 @@ log = logging.getLogger("edge_agent.sender")
 BATCH_BYTES = 256 * 1024
 # Long enough to ride out any outage: the spool, not this timeout, bounds what waits.
 DELIVERY_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+# A round not acknowledged this long is sent again by a new producer. The nemesis (issue 31)
+# found a producer that, after one broker was killed -9 for 31 s and came back, retried a
+# partition on a broker that was no longer its leader for 10 minutes and more, its metadata never
+# mended: the agent's loop kept turning, its spool kept growing, and nothing reached Kafka. A new
+# producer bootstraps and reads the leaders afresh; what the old one had written is sent twice,
+# and the consumers drop the copies by device and seq.
+ACK_STUCK_SECONDS = 60.0
 
 
 def pick_compression(choice: str) -> str | None:
@@ -110,14 +118,19 @@ class KafkaLink:
         return futures
 
     def acknowledged(self, futures: list[Any], give_up: Callable[[], bool]) -> bool:
+        stuck_at = time.monotonic() + ACK_STUCK_SECONDS
         for future in futures:
             while not future.is_done:
                 if give_up():
                     return False
+                if time.monotonic() >= stuck_at:
+                    raise KafkaTimeoutError(
+                        f"round not acknowledged in {ACK_STUCK_SECONDS:.0f}s: a new producer sends it again"
+                    )
                 try:
                     future.get(timeout=1.0)
                 except KafkaTimeoutError:
-                    continue  # still in flight (e.g. broker away): keep waiting, never resend
+                    continue  # still in flight (e.g. broker away): the producer retries it
             future.get(timeout=0)  # raises the broker's error
         return True
 

@@ -19,8 +19,9 @@ this one converged lab:
   are exact, not lucky);
 - (n) the nemesis (pikit_testkit/nemesis.py): a seeded schedule of faults at random moments,
   the seed printed; each fault's recovery time measured (every query commits again, every
-  agent drains), a stall fails it. Four faults here, the driver killed inside its sink's commit
-  among them; at least 30 in make test-ops;
+  agent drains), a stall fails it. Four faults here (SHORT_SEED, the schedule that found an agent
+  stuck for good), the driver killed inside its sink's commit among them; at least 30 in make
+  test-ops, from a new seed each run;
 - (i, make test-ops) the aggregating driver frozen whole: QueryStalled names it, its
   watchdog restarts it; (j, make test-ops) an agent frozen whole, restarted by its watchdog.
 
@@ -719,10 +720,12 @@ def nemesis(site: Site) -> Nemesis:
     return Nemesis(SiteNodes.from_inventory(site.inventory, (APP, "anomaly_alerts")), bound=STALL_S)
 
 
-def run_nemesis(site: Site, count: int, longest: float, scenario: str) -> None:
-    """A seeded schedule of faults (the seed printed: PIKIT_NEMESIS_SEED replays it); after each,
-    the site flows again within the stall bound by itself; after all, every window is exact."""
-    seed = int(os.environ.get("PIKIT_NEMESIS_SEED") or random.SystemRandom().randrange(1 << 32))
+def run_nemesis(site: Site, count: int, longest: float, scenario: str, seed: int | None = None) -> None:
+    """A seeded schedule of faults (the seed printed: PIKIT_NEMESIS_SEED replays it; without one,
+    a random seed); after each, the site flows again within the stall bound by itself; after all,
+    every window is exact."""
+    chosen = os.environ.get("PIKIT_NEMESIS_SEED")
+    seed = int(chosen) if chosen else seed if seed is not None else random.SystemRandom().randrange(1 << 32)
     nemesis_ = nemesis(site)
     faults = schedule(seed, count, nemesis_.site, longest=longest)
     print(f"\n[{scenario}] seed {seed} (PIKIT_NEMESIS_SEED={seed} replays it):")
@@ -739,11 +742,19 @@ def run_nemesis(site: Site, count: int, longest: float, scenario: str) -> None:
     judge(site, f"{scenario} (seed {seed})")
 
 
+# The seed of make test's schedule: the one that found an agent stuck for good behind a producer
+# that never mended its leaders (edge_agent/kafka_link.py, ACK_STUCK_SECONDS). Its four faults:
+# an agent killed -9; the commit held while every broker dies for 90 s; one broker killed -9 for
+# 31 s; the driver killed in its sink after the sends. The long schedule of make test-ops draws
+# a new seed each run.
+SHORT_SEED = 1664309117
+
+
 def test_n_a_short_nemesis(site: Site) -> None:
-    """Four faults of a seeded schedule, the driver killed inside its sink's commit among them
-    (the commit held while every broker dies is scenario (a)'s). Every recovery ends within the
-    stall bound: a query or an agent still stuck by then fails the test, naming it."""
-    run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "4")), 45, "n")
+    """Four faults of a seeded schedule, the driver killed inside its sink's commit among them.
+    Every recovery ends within the stall bound: a query or an agent still stuck by then fails
+    the test, naming it."""
+    run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "4")), 45, "n", SHORT_SEED)
 
 
 @pytest.mark.ops

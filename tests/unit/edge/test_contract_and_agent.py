@@ -286,3 +286,28 @@ def test_the_metrics_name_the_running_release(tmp_path: Path) -> None:
         next(line.split()[1] for line in text.splitlines() if line.startswith("edge_agent_start_time"))
     )
     assert abs(started - time.time()) < 60
+
+
+def test_a_round_never_acknowledged_is_given_up_for_a_new_producer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer whose retries never land (stale leaders it never mends) holds no round for
+    good: past ACK_STUCK_SECONDS the wait raises, and the sender drops it and sends again."""
+    from kafka.errors import KafkaTimeoutError
+
+    from edge_agent import kafka_link
+
+    class Pending:
+        is_done = False
+
+        def get(self, timeout: float) -> None:
+            time.sleep(min(timeout, 0.05))
+            raise KafkaTimeoutError("still in flight")
+
+    monkeypatch.setattr(kafka_link, "ACK_STUCK_SECONDS", 0.3)
+    link = kafka_link.KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer)
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match="not acknowledged in 0s: a new producer sends it again"):
+        link.acknowledged([Pending()], give_up=lambda: False)
+    assert 0.3 <= time.monotonic() - started < 2
+    assert link.acknowledged([Pending()], give_up=lambda: True) is False, "stopping still wins"
