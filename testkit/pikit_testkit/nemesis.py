@@ -115,14 +115,22 @@ class Fault:
         return what + (f" for {self.seconds:.0f}s" if self.seconds else "")
 
 
-def schedule(seed: int, count: int, site: SiteNodes, *, longest: float = 180.0) -> list[Fault]:
-    """`count` faults drawn from `seed`: the ALWAYS kinds in any schedule, every kind once a
-    schedule is long enough, the rest at random, in a random order."""
+def schedule(
+    seed: int,
+    count: int,
+    site: SiteNodes,
+    *,
+    longest: float = 180.0,
+    kinds: tuple[str, ...] = KINDS,
+    always: tuple[str, ...] = ALWAYS,
+) -> list[Fault]:
+    """`count` faults of `kinds` drawn from `seed`: the `always` kinds in any schedule, every kind
+    once a schedule is long enough, the rest at random, in a random order."""
     rng = random.Random(seed)
-    kinds = list(KINDS) if count >= len(KINDS) else list(ALWAYS)
-    kinds = kinds[:count] + [rng.choice(KINDS) for _ in range(count - len(kinds))]
-    rng.shuffle(kinds)
-    return [_draw(kind, rng, site, longest) for kind in kinds]
+    chosen = list(kinds) if count >= len(kinds) else list(always)
+    chosen = chosen[:count] + [rng.choice(kinds) for _ in range(count - len(chosen))]
+    rng.shuffle(chosen)
+    return [_draw(kind, rng, site, longest) for kind in chosen]
 
 
 def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fault:
@@ -212,6 +220,7 @@ class Nemesis:
         self.site = site
         self.bound = bound  # past it, a recovery is a stall
         self.log = log
+        self.last_to_flow = ""  # the query or agent that flowed again last, after the last fault
 
     def run(self, faults: list[Fault]) -> list[Recovery]:
         self.wait_recovered(time.time() - 1)  # start from a site that flows
@@ -226,7 +235,7 @@ class Nemesis:
             done.append(Recovery(fault, ended, healed - ended, pauses))
             self.log(
                 f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, "
-                f"recovered {healed - ended:.0f}s after its end"
+                f"recovered {healed - ended:.0f}s after its end ({self.last_to_flow} last)"
                 + (f"; longest pause meanwhile {_seconds(pauses)}" if pauses else "")
             )
         return done
@@ -330,6 +339,7 @@ class Nemesis:
                     if self.spool_depth(edge) <= DRAINED_DEPTH:
                         times[edge] = max(time.time(), since)
             if len(times) == len(self.site.apps) + len(self.site.edges):
+                self.last_to_flow = max(times, key=lambda part: times[part])
                 return max(times.values())
             time.sleep(1)
         stalled = sorted(set(self.site.apps + self.site.edges) - set(times))

@@ -38,6 +38,13 @@ def test_a_short_schedule_holds_the_commit_faults() -> None:
         assert set(ALWAYS) <= set(kinds), (seed, kinds)
 
 
+def test_a_schedule_draws_only_its_kinds_and_holds_what_it_must() -> None:
+    kinds = tuple(k for k in KINDS if k != COMMIT_HELD)
+    for seed in range(50):
+        drawn = [f.kind for f in schedule(seed, 4, SITE, kinds=kinds, always=(BROKERS_KILLED,))]
+        assert COMMIT_HELD not in drawn and BROKERS_KILLED in drawn, (seed, drawn)
+
+
 def test_a_long_schedule_holds_every_kind() -> None:
     faults = schedule(1, 30, SITE)
     assert len(faults) == 30
