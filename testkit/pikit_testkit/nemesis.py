@@ -257,7 +257,7 @@ class Nemesis:
         elif kind == DRIVER_KILLED:
             sh(self.site.master, f"systemctl kill --signal=KILL {unit_of(targets[0])}")
         elif kind == EXECUTOR_KILLED:
-            sh(targets[0], "pkill -KILL -f CoarseGrainedExecutorBackend")
+            self.kill_an_executor(targets[0])
         elif kind == AGENT_KILLED:
             sh(targets[0], "systemctl kill --signal=KILL edge-agent")
         elif kind == COMMIT_KILLED:
@@ -268,6 +268,19 @@ class Nemesis:
             self.brokers_down(self.site.brokers, fault.seconds)
         else:
             raise ValueError(f"unknown fault kind {kind}")
+
+    def kill_an_executor(self, worker: str) -> None:
+        """An executor on `worker`, or, where the apps run none there now (Spark places them), on
+        another worker: pkill finds none is not a fault landed."""
+        # "[C]oarse": the pattern must not match the shell that runs pkill, whose command line holds it.
+        kill = "pkill -KILL -f '[C]oarseGrainedExecutorBackend' && echo killed"
+        for node in (worker, *(w for w in self.site.workers if w != worker)):
+            if not sh(node, kill, check=False).strip():
+                continue
+            if node != worker:
+                self.log(f"[nemesis] no executor on {worker}: killed one on {node}")
+            return
+        raise RuntimeError(f"no executor runs on any worker ({', '.join(self.site.workers)})")
 
     def brokers_down(self, brokers: tuple[str, ...], seconds: float) -> None:
         # Stopped as well as killed: Restart= would otherwise start them again at once.
