@@ -727,6 +727,7 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     wait_healthy_again(site, back, "b, c, d")
 
 
+@functools.cache  # one inventory read per lab, not one per poll of a wait
 def nemesis(site: Site) -> Nemesis:
     return Nemesis(SiteNodes.from_inventory(site.inventory, (APP, "anomaly_alerts")), bound=STALL_S)
 
