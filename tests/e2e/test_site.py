@@ -50,6 +50,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from edge_agent.contract import Reading, encode_batch
 from edge_agent.failpoints import SINK_BEFORE_COMMIT
 from kafka import KafkaProducer
 from pikit_testkit import polling
+from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
     ALWAYS,
     BROKERS_KILLED,
@@ -90,6 +92,8 @@ EDGES = ["e2e-edge-1", "e2e-edge-2"]
 SYNTHETIC = ["e2e-late"]
 APP = "sensor_aggregates"
 CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
+# anomaly_alerts' query checkpoint: its offset log is what the alerts model replays.
+ALERTS_QUERY = "/srv/pikit-shared/spark/checkpoints/anomaly_alerts/readings"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 90  # issue 31's outage; past the lab's NoReadings threshold (60 s) and its evaluation
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
@@ -98,6 +102,8 @@ _LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text
 SILENT_AFTER_S = int(_LAB_VARS["spark_silent_after_seconds"])
 # Prometheus's NoReadings: no device's reading reached the app for this long.
 NO_READINGS_AFTER_S = int(_LAB_VARS["monitoring_no_readings_after_seconds"])
+# anomaly_alerts' rules on the lab (its other options keep the app's defaults).
+ALERT_RULES = AlertRules.from_strings(_LAB_VARS["spark_anomaly_thresholds"], silent_after_s=SILENT_AFTER_S)
 # Between a device's last batch and its DeviceSilent: a trigger (10 s), the batch that decides, a
 # scrape and an evaluation (5 s each on the lab), and the app's batches stalled by the broker's
 # failover, which on a slow 2-core machine took longer than a minute.
@@ -150,6 +156,15 @@ class Site:
         """The raw topic's values that the apps read, and those refused for their signature."""
         records = read_to_end("sensor-readings", **self.client())
         return authentic(((r.value, r.headers) for r in records), self.keys())
+
+    def authentic_records(self) -> list[tuple[int, int, bytes]]:
+        """(partition, offset, value) of the raw topic's records that the apps read."""
+        keys = self.keys()
+        return [
+            (r.partition, r.offset, r.value)
+            for r in read_to_end("sensor-readings", **self.client())
+            if authentic([(r.value, r.headers)], keys)[0]
+        ]
 
     def keys(self) -> dict[str, bytes]:
         """Every signing key the apps hold, derived here from the site secret on the controller."""
@@ -258,9 +273,17 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
         found = compare(model.windows, site.values("sensor-aggregates"), complete=complete)
         return found + [f"{d}: seq gap {gap}" for d in EDGES for gap in model.seq_gaps(d)]
 
+    def alert_problems() -> list[str]:
+        return compare_alerts(replayed_alerts(site), site.values("sensor-alerts"))
+
     with contextlib.suppress(AssertionError):  # reported below, with every difference
         wait_for(f"{scenario}: the aggregates of the model", lambda: not problems(), timeout=300)
     found = problems()
+    with contextlib.suppress(AssertionError):
+        wait_for(f"{scenario}: the alerts of the model", lambda: not alert_problems(), timeout=120)
+    found += alert_problems()
+    alerted = Counter(kind_of(alert) for alert in replayed_alerts(site).alerts)
+    print(f"[{scenario}] alerts recomputed: {dict(alerted)}")
     taken = (
         {d: int(agent_metric(d, "edge_agent_readings_taken_total")) for d in EDGES} if not complete else {}
     )
@@ -269,6 +292,21 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
     for device in EDGES:
         assert model.devices[device][0] == 0, f"{device}: its first readings are missing"
     return model
+
+
+def replayed_alerts(site: Site) -> Replayed:
+    """Every alert of anomaly_alerts' committed batches, recomputed from the raw topic: the batches
+    from the query's offset log first, then the raw topic (which holds at least their records)."""
+    listing = sh(
+        MASTER,
+        f"cd {ALERTS_QUERY} && for id in $(ls commits | sort -n); do "
+        'echo "== $id"; cat "offsets/$id"; echo; done',
+    )
+    batches = [
+        Batch.parse(int(head), body, "sensor-readings")
+        for head, body in (part.split("\n", 1) for part in listing.split("== ")[1:])
+    ]
+    return replay(site.authentic_records(), batches, ALERT_RULES)
 
 
 # --- the scenarios, in order, on one lab -------------------------------------------------

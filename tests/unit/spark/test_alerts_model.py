@@ -1,0 +1,144 @@
+"""The plain-Python model of anomaly_alerts (pikit_testkit/alerts_model.py) against the app's own
+judging on Spark, batch by batch, on a messy seeded stream: the model the end-to-end suite
+compares the alerts topic with must say what the app says."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from edge_agent.contract import Reading
+from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
+from pikit_spark.presence import presence
+from pikit_spark.state import Tables
+from pikit_testkit.alerts_model import (
+    AlertRules,
+    AlertsModel,
+    Batch,
+    Replayed,
+    compare_alerts,
+    kind_of,
+    replay,
+)
+from pyspark.sql import SparkSession
+
+from tests.unit.spark.records import T0
+
+READINGS = "device string, sensor string, metric string, seq long, value double, unit string, ts double"
+SILENT_AFTER_S = 30.0
+
+
+def _stream(seed: int, batches: int) -> list[list[Reading]]:
+    """Three devices, a batch every 10 s: normal values with spikes and threshold breaks, some
+    excursions spanning batches, resends within a batch and of an earlier batch, and edge-3
+    silent from batch 8 to 13."""
+    rng = random.Random(seed)
+    seqs = dict.fromkeys(("edge-1", "edge-2", "edge-3"), 0)
+    sent: list[Reading] = []
+    out: list[list[Reading]] = []
+    for b in range(batches):
+        now = T0 + 10 * b
+        rows: list[Reading] = []
+        for device in seqs:
+            if device == "edge-3" and 8 <= b <= 13:
+                continue
+            for _ in range(rng.randint(3, 8)):
+                value = rng.gauss(20.0, 1.0)
+                if rng.random() < 0.06:
+                    value += rng.choice((-1, 1)) * rng.uniform(6, 15)  # a spike, maybe past a limit
+                if b in (20, 21) and device == "edge-1":
+                    value = 40.0  # an excursion over two batches
+                rows.append(Reading(device, seqs[device], "simulated", "temperature", value, "C", now))
+                seqs[device] += 1
+        if rows and rng.random() < 0.3:
+            rows.append(rng.choice(rows))  # a resend within the batch
+        if sent and rng.random() < 0.2:
+            rows.append(rng.choice(sent))  # a resend of an earlier batch's reading
+        sent += rows
+        out.append(rows)
+    return out
+
+
+def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession) -> None:
+    rules = Rules((Threshold("simulated", "temperature", 5.0, 30.0),), k=3.0, min_samples=10, baseline_n=50)
+    model = AlertsModel(
+        AlertRules.from_strings(
+            ["simulated.temperature=5:30"],
+            k=3.0,
+            min_samples=10,
+            baseline_n=50,
+            silent_after_s=SILENT_AFTER_S,
+        )
+    )
+    state: Tables = {name: [] for name in STATE_SCHEMAS}
+    app_alerts: list[bytes] = []
+    expected = []
+    for b, rows in enumerate(_stream(7, 30)):
+        at = T0 + 10 * b + 0.5
+        frame = spark.createDataFrame(
+            [(r.device, r.sensor, r.metric, r.seq, r.value, r.unit, r.ts) for r in rows], READINGS
+        )
+        judged = judge(frame, state, rules)
+        silences, present = presence(judged.seen, at, state["presence"], SILENT_AFTER_S)
+        state = {**judged.state, "presence": present}
+        app_alerts += [value for _, value, _ in as_kafka_records(judged.alerts + silences)]
+        expected += model.batch(rows, at)
+    kinds = {kind_of(json.loads(value)) for value in app_alerts}
+    # The stream raised every kind of alert: threshold, deviation, silent and back.
+    assert {"above", "deviation", "silent", "back"} <= kinds, kinds
+    replayed = Replayed(expected, T0 + 10 * 30, dict(model.high_seq))
+    assert compare_alerts(replayed, app_alerts) == []
+    # And the comparison can fail: one alert missing, one changed.
+    changed = json.loads(app_alerts[-1]) | {"value": -1.0}
+    assert compare_alerts(replayed, app_alerts[:-1])
+    assert compare_alerts(replayed, [*app_alerts[:-1], json.dumps(changed).encode()])
+    assert compare_alerts(replayed, [*app_alerts, app_alerts[0]])
+    # An alert the model does not raise is wrong within the batches replayed, and a later
+    # batch's beyond them.
+    stray = json.loads(app_alerts[0]) | {"seq": 0, "reason": "above 30"}
+    assert compare_alerts(replayed, [*app_alerts, json.dumps(stray).encode()])
+    later = stray | {"seq": 10**6}
+    assert compare_alerts(replayed, [*app_alerts, json.dumps(later).encode()]) == []
+
+
+def test_the_offset_log_splits_the_raw_topic_into_the_apps_batches() -> None:
+    """Spark's offset file of a batch gives each partition's end; the batch starts where the
+    previous one ended."""
+    text = "\n".join(
+        [
+            "v1",
+            '{"batchWatermarkMs":0,"batchTimestampMs":1795000010500,"conf":{}}',
+            '{"sensor-readings":{"0":2,"1":1}}',
+        ]
+    )
+    first = Batch.parse(0, text, "sensor-readings")
+    assert (first.timestamp, first.ends) == (1795000010.5, {0: 2, 1: 1})
+    second = Batch(1, 1795000020.5, {0: 3, 1: 1})
+
+    def record(device: str, seq: int, value: float) -> bytes:
+        reading = {
+            "seq": seq,
+            "sensor": "simulated",
+            "metric": "temperature",
+            "value": value,
+            "unit": "C",
+            "ts": T0,
+        }
+        return json.dumps({"schema": 1, "device": device, "readings": [reading]}).encode()
+
+    records = [
+        (0, 0, record("edge-1", 0, 20.0)),
+        (0, 1, record("edge-1", 1, 31.0)),
+        (1, 0, record("edge-2", 0, 4.0)),
+        (0, 2, record("edge-1", 2, 33.0)),
+    ]
+    rules = AlertRules.from_strings(["simulated.temperature=5:30"], silent_after_s=SILENT_AFTER_S)
+    found = replay(records, [second, first], rules).alerts
+    # Batch 0: edge-1 out at seq 1, edge-2 below; batch 1: edge-1 still out (no new alert).
+    assert [(a["device"], a["seq"], a["reason"]) for a in found] == [
+        ("edge-1", 1, "above 30"),
+        ("edge-2", 0, "below 5"),
+    ]
+    with pytest.raises(ValueError, match="every batch from 0"):
+        replay(records, [second], rules)
