@@ -22,6 +22,7 @@ this one converged lab:
   agent drains), a stall fails it. Three faults here (SHORT_SEED), the driver killed inside its
   sink's commit and one broker killed among them; at least 30 in make test-ops, from a new seed
   each run;
+- (k, make test-ops) one broker frozen (SIGSTOP) for 90 s: both apps keep committing throughout;
 - (i, make test-ops) the aggregating driver frozen whole: QueryStalled names it, its
   watchdog restarts it; (j, make test-ops) an agent frozen whole, restarted by its watchdog.
 
@@ -30,7 +31,9 @@ cleared, within bounds.
 
 After each scenario the raw readings topic is read back and every window it closes is
 recomputed in plain Python (pikit_testkit/pipeline_model.py) and compared with the aggregates
-topic: exact, none missing, none twice, and no gap in any device's sequence numbers.
+topic: exact, none missing, none twice, and no gap in any device's sequence numbers. So is every
+alert of anomaly_alerts' committed batches, replayed from its offset log
+(pikit_testkit/alerts_model.py).
 At the end the agents stop and the whole output is compared, late-data and dead-letter
 topics included. A second site.yml run must then report changed=0.
 """
@@ -65,10 +68,12 @@ from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
     ALWAYS,
+    BROKER_FROZEN,
     BROKERS_KILLED,
     COMMIT_HELD,
     COMMIT_KILLED,
     KINDS,
+    Fault,
     Nemesis,
     SiteNodes,
     netns,
@@ -823,6 +828,25 @@ def test_n_a_short_nemesis(site: Site) -> None:
 def test_n_a_long_nemesis(site: Site) -> None:
     """At least 30 faults (about 75 minutes), every kind of fault among them; make test-ops."""
     run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "30")), 180, "n, long")
+
+
+@pytest.mark.ops
+def test_k_one_broker_frozen_90_s_both_apps_keep_committing(site: Site) -> None:
+    """A gray failure (issue 31): one broker SIGSTOPped for 90 s, hung rather than dead. With RF 3
+    and min ISR 2 the others carry on, and both apps keep committing micro-batches throughout:
+    no pause longer than RECOVERY_S; every window and alert exact after."""
+    nemesis_ = nemesis(site)
+    frozen = Fault(BROKER_FROZEN, (BROKERS[0],), 90, 0)
+    started = time.time()
+    nemesis_.inflict(frozen)
+    ended = time.time()
+    pauses = nemesis_.longest_pause(started, ended)
+    print(f"\n[k] {frozen}: the longest pause without a committed micro-batch meanwhile {pauses}")
+    assert max(pauses.values()) <= RECOVERY_S, f"an app paused while one broker hung: {pauses}"
+    healed = nemesis_.wait_recovered(ended)
+    print(f"[k] every query committed and every agent drained {healed - ended:.0f}s after the thaw")
+    wait_for("readings taken after the thaw", lambda: after(site, ended), 300)
+    judge(site, "k: one broker frozen 90 s")
 
 
 def stalled_queries() -> set[str]:

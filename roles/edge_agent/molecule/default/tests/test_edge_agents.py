@@ -228,7 +228,7 @@ def test_an_agent_release_rolls_out_canary_first_and_a_bad_one_rolls_back(tmp_pa
     before = {d: running_release(d) for d in devices}
     rollout = {
         "pikit_artifact_cache": str(cache),
-        "edge_agent_healthy_timeout": 60,
+        "edge_agent_healthy_timeout": 30,
         "edge_upgrade_canaries": 1,
     }
 
