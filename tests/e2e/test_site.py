@@ -825,8 +825,9 @@ def test_n_a_short_nemesis(site: Site) -> None:
 
 
 @pytest.mark.ops
+@pytest.mark.timeout(7200)  # the module's 45 minutes are not enough: 30 faults took 47 minutes alone
 def test_n_a_long_nemesis(site: Site) -> None:
-    """At least 30 faults (about 75 minutes), every kind of fault among them; make test-ops."""
+    """At least 30 faults (30 took 47 minutes on 2 cores), every kind of fault among them; make test-ops."""
     run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "30")), 180, "n, long")
 
 
@@ -1015,7 +1016,9 @@ def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
     assert not compare_late(model.late, site.values("sensor-late"))
     assert sorted(site.values("sensor-dead-letter")) == sorted(model.dead)
     open_devices = {key[0] for key in model.open_windows}
-    assert open_devices == {*EDGES, "e2e-late"}, "each device's last window waits for the device"
+    # The suite's late device sends in (e) only: a run of selected scenarios may not have it.
+    senders = {*EDGES, *(device for device in SYNTHETIC if device in model.devices)}
+    assert open_devices == senders, "each device's last window waits for the device"
     print(f"[end] readings taken by the agents before they stopped: {taken}")
 
     for node in EDGES:
