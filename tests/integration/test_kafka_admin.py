@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
+from pikit_testkit.polling import wait_for
 
 from pikit.kafka_admin import kafka_admin
 
@@ -174,15 +176,22 @@ def test_the_replication_throttle_is_set_and_removed(broker: str) -> None:
                         found[f"{name} {key}"] = entry["value"]
         return found
 
+    expected = {
+        "1 leader.replication.throttled.rate": "1048576",
+        "1 follower.replication.throttled.rate": "1048576",
+        "it-readings leader.replication.throttled.replicas": "*",
+        "it-readings follower.replication.throttled.replicas": "*",
+    }
     try:
+        # A broker applies its dynamic configuration when it replays the metadata log: a describe
+        # right after the change may still show the old values.
         kafka_admin._throttle(admin, [1], ["it-readings"], 1048576)
-        assert throttles() == {
-            "1 leader.replication.throttled.rate": "1048576",
-            "1 follower.replication.throttled.rate": "1048576",
-            "it-readings leader.replication.throttled.replicas": "*",
-            "it-readings follower.replication.throttled.replicas": "*",
-        }
+        with contextlib.suppress(AssertionError):
+            wait_for("the throttles set", lambda: throttles() == expected, timeout=30, every=0.5)
+        assert throttles() == expected
         kafka_admin._throttle(admin, [1], ["it-readings"], None)
+        with contextlib.suppress(AssertionError):
+            wait_for("the throttles removed", lambda: throttles() == {}, timeout=30, every=0.5)
         assert throttles() == {}
     finally:
         admin.close()
