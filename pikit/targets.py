@@ -163,7 +163,7 @@ def test_phases() -> list[Phase | Beside]:
     second set race to build it), then the lightest molecule scenario. Then the end-to-end suite
     beside the other molecule scenarios: each runs its own lab, on its own subnet and names, and
     the end-to-end suite spends minutes waiting out its faults. Measured from a fresh clone on 2
-    cores (89a58eb): the first set 431 s, the second 1,926 s (the end-to-end lane; molecule 1,709 s)."""
+    cores (02ea15f): the first set 462 s, the second 1,649 s (the end-to-end lane; molecule 1,489 s)."""
     python = VENV_BIN / "python"
     unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit"))]
     integration = [
