@@ -135,9 +135,13 @@ def kafka_options(path: str) -> dict[str, str]:
 
 
 def kafka_python_client(path: str) -> dict[str, Any]:
-    """The same identity as kafka-python options, for the driver's transactional sink."""
+    """The same identity and request bound as kafka-python options, for the driver's
+    transactional sink: a frozen broker then holds the sink's requests as briefly as the
+    source's (spark_kafka_client_properties)."""
     properties = read_properties(path)
     client: dict[str, Any] = {"bootstrap_servers": properties["bootstrap.servers"].split(",")}
+    if "request.timeout.ms" in properties:
+        client["request_timeout_ms"] = int(properties["request.timeout.ms"])
     if properties.get("security.protocol", "PLAINTEXT").upper() == "SSL":
         # A PEM keystore holds the key and the certificate chain in one file.
         client.update(

@@ -129,16 +129,7 @@ class TransactionalSink:
 
     def producer(self) -> BoundedProducer:
         if self._producer is None:
-            producer = BoundedProducer(
-                **self.client,
-                transactional_id=self.transactional_id,
-                acks="all",
-                linger_ms=20,
-                compression_type="gzip",
-                delivery_timeout_ms=self.delivery_timeout_ms,
-                request_timeout_ms=min(30_000, self.delivery_timeout_ms // 2),
-                max_block_ms=int(self.call_timeout * 1000),
-            )
+            producer = BoundedProducer(**self.producer_options())
             try:
                 # Fences an earlier driver with the same id and settles its open
                 # transaction, so the marker read next is final.
@@ -149,6 +140,19 @@ class TransactionalSink:
                 raise
             self._producer = producer
         return self._producer
+
+    def producer_options(self) -> dict[str, Any]:
+        """kafka-python's options for the transactional producer; the client's win."""
+        return {
+            "request_timeout_ms": min(30_000, self.delivery_timeout_ms // 2),
+            **self.client,
+            "transactional_id": self.transactional_id,
+            "acks": "all",
+            "linger_ms": 20,
+            "compression_type": "gzip",
+            "delivery_timeout_ms": self.delivery_timeout_ms,
+            "max_block_ms": int(self.call_timeout * 1000),
+        }
 
     def marker_state(self) -> tuple[int, str]:
         """(last batch id committed, query id that committed it); (-1, "") before the first."""

@@ -1,8 +1,11 @@
-"""The apps' shared command line: the trigger option."""
+"""The apps' shared command line (the trigger option) and their Kafka client settings."""
 
 from __future__ import annotations
 
-from pikit_spark.common import AVAILABLE_NOW, streaming_parser, trigger
+from pathlib import Path
+
+from pikit_spark.common import AVAILABLE_NOW, kafka_python_client, streaming_parser, trigger
+from pikit_spark.sink import TransactionalSink
 
 
 def test_trigger_is_an_interval_by_default() -> None:
@@ -13,3 +16,30 @@ def test_trigger_is_an_interval_by_default() -> None:
 def test_available_now_processes_the_backlog_then_stops() -> None:
     args = streaming_parser("t", "app").parse_args(["--trigger", AVAILABLE_NOW])
     assert trigger(args) == {"availableNow": True}
+
+
+def test_the_sink_takes_the_request_bound_of_the_spark_clients(tmp_path: Path) -> None:
+    # A frozen broker holds each request this long: the sink's producer must not wait Kafka's 30 s
+    # where the source's consumers give up after 10 s.
+    properties = tmp_path / "kafka-client.properties"
+    properties.write_text(
+        "# rendered by roles/spark\nbootstrap.servers=pi-1:9093,pi-2:9093\n"
+        "security.protocol=SSL\nssl.truststore.location=/ca.pem\nssl.keystore.location=/me.pem\n"
+        "request.timeout.ms=10000\n"
+    )
+    client = kafka_python_client(str(properties))
+    assert client == {
+        "bootstrap_servers": ["pi-1:9093", "pi-2:9093"],
+        "security_protocol": "SSL",
+        "ssl_cafile": "/ca.pem",
+        "ssl_certfile": "/me.pem",
+        "request_timeout_ms": 10000,
+    }
+    sink = TransactionalSink(["out"], "app", client)
+    assert sink.producer_options()["request_timeout_ms"] == 10000
+    assert (
+        TransactionalSink(["out"], "app", {"bootstrap_servers": ["b:1"]}).producer_options()[
+            "request_timeout_ms"
+        ]
+        == 30000
+    )
