@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pikit import REPO
 from pikit.lab_image import ensure_image, host_arch, lab_home, ssh_key
@@ -69,7 +70,7 @@ def spec_from_inventory(inventory: Path) -> LabSpec:
     command = str(beside) if beside.exists() else "ansible-inventory"
     proc = run([command, "-i", inventory, "--list"], capture=True)
     data = json.loads(proc.stdout)
-    hostvars: dict[str, dict[str, str]] = data.get("_meta", {}).get("hostvars", {})
+    hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
     if not hostvars:
         die(f"inventory {inventory} has no hosts")
     missing = [h for h, v in hostvars.items() if "ansible_host" not in v]
@@ -83,7 +84,11 @@ def spec_from_inventory(inventory: Path) -> LabSpec:
         name=any_vars["lab_name"],
         subnet=any_vars["lab_subnet"],
         suite=any_vars.get("lab_suite", "bookworm"),
-        nodes=tuple(Node(h, v["ansible_host"]) for h, v in sorted(hostvars.items())),
+        # `lab_tmpfs: {path: size}`, as a molecule platform gives it: the node's small data disk.
+        nodes=tuple(
+            Node(h, v["ansible_host"], tuple(sorted(v.get("lab_tmpfs", {}).items())))
+            for h, v in sorted(hostvars.items())
+        ),
     )
 
 

@@ -42,6 +42,7 @@ COMMIT_KILLED = "commit-killed"
 COMMIT_HELD = "commit-held-brokers-killed"
 DEVICE_CUT = "device-cut"
 AGENT_KILLED = "agent-killed"
+DISK_FILLED = "disk-filled"
 KINDS = (
     BROKERS_KILLED,
     BROKER_FROZEN,
@@ -52,9 +53,11 @@ KINDS = (
     COMMIT_HELD,
     DEVICE_CUT,
     AGENT_KILLED,
+    DISK_FILLED,
 )
-# Faults the queries must keep committing through (RF 3, min ISR 2), not only recover from.
-RIDDEN_THROUGH = (BROKER_FROZEN,)
+# Faults the queries must keep committing through, not only recover from: one broker hung (RF 3,
+# min ISR 2), one broker's disk filled to its guard (the topics' bounds leave it room).
+RIDDEN_THROUGH = (BROKER_FROZEN, DISK_FILLED)
 # In every schedule, however short: where issue 31's hang lived.
 ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
 # The outage of issue 31: every broker killed -9 while a batch's commit is in flight.
@@ -62,6 +65,10 @@ COMMIT_HELD_OUTAGE_S = 90.0
 CHECKPOINTS = "/srv/pikit-shared/spark/checkpoints"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 DRAINED_DEPTH = 30  # readings; a round or two of two sensors: what a healthy agent holds
+# A broker's data disk (inventory/lab: lab_tmpfs) and the share at which the kit calls it full:
+# kafka_disk_warn_share and monitoring_disk_share (DiskPastGuard), 0.85 by default.
+KAFKA_DISK = "/srv/pikit/kafka"
+DISK_GUARD_SHARE = 0.85
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,8 @@ def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fau
         return Fault(kind, (rng.choice(site.edges),), round(rng.uniform(20, 120)), quiet)
     if kind == AGENT_KILLED:
         return Fault(kind, (rng.choice(site.edges),), 0, quiet)
+    if kind == DISK_FILLED:
+        return Fault(kind, (rng.choice(site.brokers),), round(rng.uniform(30, 120)), quiet)
     raise ValueError(f"unknown fault kind {kind}")
 
 
@@ -198,6 +207,20 @@ def cable_pulled(node: str) -> Iterator[None]:
         netns(node, "ip", "link", "set", "eth0", "up")
         for route in routes:
             netns(node, "ip", "route", "replace", *route.split())
+
+
+@contextlib.contextmanager
+def disk_filled(broker: str, share: float = DISK_GUARD_SHARE) -> Iterator[None]:
+    """The broker's data disk filled to `share` by a file beside Kafka's data, as other
+    files on a Pi's card would; removed at the end."""
+    filler = f"{KAFKA_DISK}/nemesis-filler"
+    size, used = map(int, sh(broker, f"df -B1 --output=size,used {KAFKA_DISK} | tail -1").split())
+    if (fill := int(size * share) - used) > 0:  # fallocate refuses a length of 0
+        sh(broker, f"fallocate -l {fill} {filler}")
+    try:
+        yield
+    finally:
+        sh(broker, f"rm -f {filler}")
 
 
 def unit_of(app: str) -> str:
@@ -262,6 +285,9 @@ class Nemesis:
             sh(targets[0], "systemctl kill --signal=KILL edge-agent")
         elif kind == COMMIT_KILLED:
             self.arm(targets[0], fault.point, "")
+        elif kind == DISK_FILLED:
+            with disk_filled(targets[0]):
+                time.sleep(fault.seconds)
         elif kind == COMMIT_HELD:
             # Held before its commit while every broker dies: the commit is in flight as they go.
             self.arm(targets[0], fault.point, "hold 20")

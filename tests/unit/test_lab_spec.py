@@ -13,6 +13,8 @@ def test_lab_inventory_describes_the_lab() -> None:
     assert spec.name == "pikit-lab"
     names = {n.name for n in spec.nodes}
     assert {"pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2"} <= names
+    disks = {n.name: n.tmpfs for n in spec.nodes if n.tmpfs}
+    assert disks == {broker: (("/srv/pikit/kafka", "512m"),) for broker in ("pi-1", "pi-2", "pi-3")}
     spec.validate()
 
 

@@ -3,13 +3,17 @@ schedule, a long one holds every kind, and each fault's targets and length fit i
 
 from __future__ import annotations
 
+import pytest
 from edge_agent.failpoints import SINK_POINTS
+from pikit_testkit import nemesis
 from pikit_testkit.nemesis import (
     ALWAYS,
     BROKERS_KILLED,
     COMMIT_HELD,
     COMMIT_HELD_OUTAGE_S,
+    DISK_FILLED,
     KINDS,
+    RIDDEN_THROUGH,
     Fault,
     Recovery,
     SiteNodes,
@@ -59,6 +63,10 @@ def test_each_fault_fits_its_kind() -> None:
             assert 5 <= fault.seconds <= 180
         elif fault.kind == COMMIT_HELD:
             assert fault.seconds == COMMIT_HELD_OUTAGE_S
+        elif fault.kind == DISK_FILLED:
+            assert len(fault.targets) == 1 and fault.targets[0] in SITE.brokers
+            assert 30 <= fault.seconds <= 120
+            assert fault.kind in RIDDEN_THROUGH, "the topics' bounds leave the brokers room"
         if fault.kind.startswith("commit"):
             assert fault.targets == ("sensor_aggregates",), "the app whose sink commits every window"
         if fault.kind.startswith("commit"):
@@ -74,3 +82,17 @@ def test_the_summary_gives_the_median_and_the_worst_fault() -> None:
     recoveries = [Recovery(Fault("agent-killed", ("edge-2",), 0, 5), 0, s) for s in (10, 20)]
     text = summary([*recoveries, Recovery(slow, 0, 50)])
     assert text == "3 faults; recovery p50 20s, max 50s (device-cut edge-1 for 60s)"
+
+
+def test_a_disk_is_filled_to_its_guard_and_emptied_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def sh(node: str, script: str, check: bool = True) -> str:
+        ran.append(f"{node}: {script}")
+        return "1000000 150000\n" if script.startswith("df ") else ""
+
+    monkeypatch.setattr(nemesis, "sh", sh)
+    with pytest.raises(RuntimeError), nemesis.disk_filled("pi-2"):
+        assert ran[-1] == "pi-2: fallocate -l 700000 /srv/pikit/kafka/nemesis-filler", "to 85 %"
+        raise RuntimeError("the fault's wait ended badly")
+    assert ran[-1] == "pi-2: rm -f /srv/pikit/kafka/nemesis-filler", "the filler goes, whatever happened"
