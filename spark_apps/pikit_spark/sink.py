@@ -9,8 +9,10 @@ output topic). On a replay the marker already holds the id and the batch is skip
 `init_transactions()` fences the killed driver's producer and aborts whatever it left
 open. Consumers of these topics read with isolation.level=read_committed.
 
-Every call that waits on a broker has a bound (`call_timeout`): kafka-python's
-`send_offsets_to_transaction()` and `commit_transaction()` wait without one, and a commit in
+A new producer bootstraps only from brokers that answer (`brokers.answering`): kafka-python waits
+on a hung broker's TLS handshake without a bound. Every call that waits on a broker has a bound
+(`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
+wait without one, and a commit in
 flight when the transaction coordinator went away hung a query for good (issue 31). Here
 they are `BoundedProducer`'s, which raise `KafkaTimeoutError` at the bound. The attempt is
 then dropped with its producer; the next producer's `init_transactions()` fences it and
@@ -49,7 +51,11 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 
+from pikit_spark.brokers import answering
+
 LOG = logging.getLogger("pikit.sink")
+
+PROBE_TIMEOUT_S = 5.0  # a broker that has not answered ApiVersions by then is left out
 
 Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
@@ -123,12 +129,18 @@ class TransactionalSink:
         self.call_timeout = call_timeout
         self.failpoints = failpoints  # the directory a test arms the SINK_POINTS in
         self._producer: BoundedProducer | None = None
+        # The bootstrap servers that answered when the producer started (all of them before).
+        self._answering: list[str] = list(client["bootstrap_servers"])
         # The last batch id committed, read from the marker when the producer starts; this
         # producer is then the only writer (a rival is fenced), so it keeps count itself.
         self._last_batch = -1
 
     def producer(self) -> BoundedProducer:
         if self._producer is None:
+            # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
+            self._answering = answering(self.client, timeout=PROBE_TIMEOUT_S)
+            if not self._answering:
+                raise KafkaTimeoutError(f"no broker of {self.client['bootstrap_servers']} answers")
             producer = BoundedProducer(**self.producer_options())
             try:
                 # Fences an earlier driver with the same id and settles its open
@@ -146,6 +158,7 @@ class TransactionalSink:
         return {
             "request_timeout_ms": min(30_000, self.delivery_timeout_ms // 2),
             **self.client,
+            "bootstrap_servers": self._answering,
             "transactional_id": self.transactional_id,
             "acks": "all",
             "linger_ms": 20,
@@ -157,7 +170,10 @@ class TransactionalSink:
     def marker_state(self) -> tuple[int, str]:
         """(last batch id committed, query id that committed it); (-1, "") before the first."""
         consumer = KafkaConsumer(
-            **self.client, group_id=self.group, enable_auto_commit=False, isolation_level="read_committed"
+            **{**self.client, "bootstrap_servers": self._answering},
+            group_id=self.group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
         )
         try:
             committed = consumer.committed(

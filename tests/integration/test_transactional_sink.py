@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
 from kafka.errors import KafkaError
-from pikit_spark.sink import BoundedProducer, LineageError, Record, TransactionalSink
+from pikit_spark.brokers import answering
+from pikit_spark.sink import PROBE_TIMEOUT_S, BoundedProducer, LineageError, Record, TransactionalSink
 from pikit_testkit.broker import LocalBroker, new_topic
 
 from pikit.topic import read_to_end
@@ -273,3 +275,20 @@ def test_a_commit_in_flight_when_the_broker_hangs_is_bounded_and_the_batch_lands
     assert done - thawed[0] < 30, "the batch goes out within seconds of the broker's return"
     assert TransactionalSink([topic], "hang", client).written_through() == 1
     assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+
+
+def test_a_hung_broker_is_left_out_of_a_new_producers_bootstrap(broker: str) -> None:
+    """A broker SIGSTOPped accepts connections in its kernel and never answers: kafka-python
+    would wait on it for as long as it hangs. The sink's producer starts from the others."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)  # the kernel accepts; nobody reads or answers
+        client: dict[str, Any] = {"bootstrap_servers": [f"127.0.0.1:{hung.getsockname()[1]}", broker]}
+        assert answering(client, timeout=1) == [broker]
+        topic = new_topic(broker)
+        sink = TransactionalSink([topic], "hung-peer", client, call_timeout=10)
+        started = time.monotonic()
+        assert sink.write(0, {topic: _batch(0)}) == 3
+        assert time.monotonic() - started < PROBE_TIMEOUT_S + 10, "one probe's bound, then a healthy start"
+        sink.close()
+    assert _values(topic, {"bootstrap_servers": [broker]}) == sorted(f"0:{i}".encode() for i in range(3))

@@ -1,0 +1,67 @@
+"""Which bootstrap brokers answer now, found within a bound.
+
+kafka-python 3.0 bootstraps a new client from one of its `bootstrap_servers`, and waits on
+that broker's TLS handshake without a bound. A broker that hangs (SIGSTOP, a stalled SD card)
+still accepts TCP connections in its kernel, and then never answers: a producer made during
+such a freeze waited the whole freeze (90 s) in its constructor (issue 31). So the sink
+bootstraps only from brokers that answered an ApiVersions request within a few seconds.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+API_VERSIONS = 18
+_CLIENT_ID = b"pikit-probe"
+
+
+def _api_versions_request(correlation_id: int) -> bytes:
+    header = struct.pack(">hhih", API_VERSIONS, 0, correlation_id, len(_CLIENT_ID)) + _CLIENT_ID
+    return struct.pack(">i", len(header)) + header
+
+
+def _tls(client: dict[str, Any]) -> ssl.SSLContext | None:
+    if client.get("security_protocol", "PLAINTEXT").upper() != "SSL":
+        return None
+    # Liveness only: whether the broker completes a handshake, not who it is (the client that
+    # follows verifies it). Our certificate goes along, since the brokers require one.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if client.get("ssl_certfile"):
+        context.load_cert_chain(client["ssl_certfile"], client.get("ssl_keyfile"))
+    return context
+
+
+def answers(server: str, client: dict[str, Any], timeout: float) -> bool:
+    """Whether the broker at host:port answers an ApiVersions request within `timeout` s."""
+    host, _, port = server.rpartition(":")
+    context = _tls(client)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw:
+            raw.settimeout(timeout)  # one bound for each step: handshake, send, receive
+            sock = context.wrap_socket(raw) if context else raw
+            sock.sendall(_api_versions_request(1))
+            size_and_id = b""
+            while len(size_and_id) < 8:
+                chunk = sock.recv(8 - len(size_and_id))
+                if not chunk:
+                    return False
+                size_and_id += chunk
+            _size, correlation_id = struct.unpack(">ii", size_and_id)
+            return bool(correlation_id == 1)
+    except (OSError, ValueError):
+        return False
+
+
+def answering(client: dict[str, Any], timeout: float = 5.0) -> list[str]:
+    """The client's bootstrap servers that answer now, in their order: all asked at once, so
+    this takes `timeout` at most."""
+    servers = list(client["bootstrap_servers"])
+    with ThreadPoolExecutor(max_workers=len(servers) or 1) as pool:
+        answered = list(pool.map(lambda server: answers(server, client, timeout), servers))
+    return [server for server, ok in zip(servers, answered, strict=True) if ok]
