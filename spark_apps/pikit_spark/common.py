@@ -168,6 +168,9 @@ def session(app: str, shuffle_partitions: int) -> SparkSession:
     return spark
 
 
+OFFSET_LOOKUP_TRIES = 60  # ~10 minutes of outage at 10 s a try
+
+
 def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: argparse.Namespace) -> DataFrame:
     return (
         spark.readStream.format("kafka")
@@ -177,6 +180,13 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
         # Readings deleted by retention while the app was down are logged, not fatal.
         .option("failOnDataLoss", "false")
+        # Every broker away: the query waits in its offset lookup (each try bounded by the client's
+        # default.api.timeout.ms) and goes on seconds after they return. With Spark's 3 tries it
+        # failed ~30 s into an outage, and the app restarted over and over: a broker back during a
+        # restart waited for the next start (65 s in the long nemesis). The watchdog still ends a
+        # query that has not moved for spark_app_stall_seconds.
+        .option("fetchOffset.numRetries", str(OFFSET_LOOKUP_TRIES))
+        .option("fetchOffset.retryIntervalMs", "1000")
         # The signer and its MAC travel as headers (edge_agent/signing.py).
         .option("includeHeaders", "true")
         .load()
