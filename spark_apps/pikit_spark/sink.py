@@ -56,6 +56,7 @@ from pikit_spark.brokers import answering
 LOG = logging.getLogger("pikit.sink")
 
 PROBE_TIMEOUT_S = 5.0  # a broker that has not answered ApiVersions by then is left out
+FLUSH_MARGIN_S = 5.0  # a flush waits for the records' delivery timeout and this much more
 
 Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
@@ -165,7 +166,16 @@ class TransactionalSink:
             "compression_type": "gzip",
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "max_block_ms": int(self.call_timeout * 1000),
+            # Longer than one attempt may take (its flush, then two bounded calls): at Kafka's 60 s
+            # the coordinator aborted a transaction still waiting out two brokers' outage, fenced
+            # the producer, and the app restarted. A killed driver's transaction does not wait for
+            # it: the next producer's init_transactions() aborts it at once.
+            "transaction_timeout_ms": int(self.attempt_bound() * 1000) + 10_000,
         }
+
+    def attempt_bound(self) -> float:
+        """The longest one attempt at a batch waits on Kafka, seconds: flush, offsets, commit."""
+        return self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S + 2 * self.call_timeout
 
     def marker_state(self) -> tuple[int, str]:
         """(last batch id committed, query id that committed it); (-1, "") before the first."""
@@ -247,7 +257,7 @@ class TransactionalSink:
         ]
         # Bounded: while the transaction coordinator is away, kafka-python neither sends nor
         # expires the records, and an unbounded flush would hang the query.
-        producer.flush(timeout=self.delivery_timeout_ms / 1000 + 5)
+        producer.flush(timeout=self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
         for future in futures:
             future.get(timeout=0)  # raises the send's error: the batch must not commit
         self._failpoint(SINK_AFTER_SENDS)
