@@ -239,10 +239,20 @@ def wait(what: str, check: Callable[[], bool], bound: float, every: float = 1.0)
 
 
 class Nemesis:
-    def __init__(self, site: SiteNodes, bound: float = 300.0, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        site: SiteNodes,
+        bound: float = 300.0,
+        log: Callable[[str], None] = print,
+        journals: Path | None = None,
+        slow: float = 60.0,
+    ) -> None:
         self.site = site
         self.bound = bound  # past it, a recovery is a stall
         self.log = log
+        # Where the apps' journals of a recovery slower than `slow` go, to read why afterwards.
+        self.journals = journals
+        self.slow = slow
         self.last_to_flow = ""  # the query or agent that flowed again last, after the last fault
 
     def run(self, faults: list[Fault]) -> list[Recovery]:
@@ -253,9 +263,15 @@ class Nemesis:
             started = time.time()
             self.inflict(fault)
             ended = time.time()
-            healed = self.wait_recovered(ended)
+            try:
+                healed = self.wait_recovered(ended)
+            except TimeoutError:
+                self.keep_journals(number, started, time.time())  # a stall: the evidence first
+                raise
             pauses = self.longest_pause(started, ended) if fault.kind in RIDDEN_THROUGH else {}
             done.append(Recovery(fault, ended, healed - ended, pauses))
+            if healed - ended > self.slow:
+                self.keep_journals(number, started, healed)
             self.log(
                 f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, "
                 f"recovered {healed - ended:.0f}s after its end ({self.last_to_flow} last)"
@@ -294,6 +310,23 @@ class Nemesis:
             self.brokers_down(self.site.brokers, fault.seconds)
         else:
             raise ValueError(f"unknown fault kind {kind}")
+
+    def keep_journals(self, number: int, start: float, end: float) -> None:
+        """The apps' journals from a fault's start to its recovery, in `journals`/fault-N.log.
+        Evidence only: a journal that cannot be read must not fail the run."""
+        if self.journals is None:
+            return
+        units = " ".join(f"-u {unit_of(app)}" for app in self.site.apps)
+        with contextlib.suppress(Exception):
+            since, until = f"@{start - 5:.0f}", f"@{end + 5:.0f}"
+            text = sh(
+                self.site.master,
+                f"journalctl {units} --since {since} --until {until} -o short-precise --no-pager",
+                check=False,
+            )
+            path = self.journals / f"fault-{number}.log"
+            path.write_text(text)
+            self.log(f"[nemesis] fault {number} took over {self.slow:.0f}s: the apps' journals in {path}")
 
     def kill_an_executor(self, worker: str) -> None:
         """An executor on `worker`, or, where the apps run none there now (Spark places them), on

@@ -777,7 +777,8 @@ def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
 
 @functools.cache  # one inventory read per lab, not one per poll of a wait
 def nemesis(site: Site) -> Nemesis:
-    return Nemesis(SiteNodes.from_inventory(site.inventory, (APP, "anomaly_alerts")), bound=STALL_S)
+    site_nodes = SiteNodes.from_inventory(site.inventory, (APP, "anomaly_alerts"))
+    return Nemesis(site_nodes, bound=STALL_S, journals=site.logs, slow=RECOVERY_S)
 
 
 def run_nemesis(

@@ -3,6 +3,8 @@ schedule, a long one holds every kind, and each fault's targets and length fit i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from edge_agent.failpoints import SINK_POINTS
 from pikit_testkit import nemesis
@@ -96,3 +98,25 @@ def test_a_disk_is_filled_to_its_guard_and_emptied_again(monkeypatch: pytest.Mon
         assert ran[-1] == "pi-2: fallocate -l 700000 /srv/pikit/kafka/nemesis-filler", "to 85 %"
         raise RuntimeError("the fault's wait ended badly")
     assert ran[-1] == "pi-2: rm -f /srv/pikit/kafka/nemesis-filler", "the filler goes, whatever happened"
+
+
+def test_a_slow_recovery_keeps_the_apps_journals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def sh(node: str, script: str, check: bool = True) -> str:
+        asked.append(f"{node}: {script}")
+        return "the driver's last words\n"
+
+    monkeypatch.setattr(nemesis, "sh", sh)
+    lines: list[str] = []
+    nemesis.Nemesis(SITE, log=lines.append, journals=tmp_path).keep_journals(3, 1000.0, 1100.0)
+    assert asked == [
+        "pi-4: journalctl -u spark-app-sensor-aggregates -u spark-app-anomaly-alerts "
+        "--since @995 --until @1105 -o short-precise --no-pager"
+    ]
+    assert (tmp_path / "fault-3.log").read_text() == "the driver's last words\n"
+    assert "fault-3.log" in lines[0]
+
+    monkeypatch.setattr(nemesis, "sh", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("gone")))
+    nemesis.Nemesis(SITE, journals=tmp_path).keep_journals(4, 0, 1)  # evidence only: never fails the run
+    assert not (tmp_path / "fault-4.log").exists()
