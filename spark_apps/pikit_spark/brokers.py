@@ -37,10 +37,10 @@ def _tls(client: dict[str, Any]) -> ssl.SSLContext | None:
     return context
 
 
-def answers(server: str, client: dict[str, Any], timeout: float) -> bool:
-    """Whether the broker at host:port answers an ApiVersions request within `timeout` s."""
+def answers(server: str, context: ssl.SSLContext | None, timeout: float) -> bool:
+    """Whether the broker at host:port answers an ApiVersions request within `timeout` s, over
+    TLS when a context is given."""
     host, _, port = server.rpartition(":")
-    context = _tls(client)
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw:
             raw.settimeout(timeout)  # one bound for each step: handshake, send, receive
@@ -58,10 +58,11 @@ def answers(server: str, client: dict[str, Any], timeout: float) -> bool:
         return False
 
 
-def answering(client: dict[str, Any], timeout: float = 5.0) -> list[str]:
+def answering(client: dict[str, Any], timeout: float) -> list[str]:
     """The client's bootstrap servers that answer now, in their order: all asked at once, so
     this takes `timeout` at most."""
     servers = list(client["bootstrap_servers"])
+    context = _tls(client)  # one for all: it loads the client's key and certificate
     with ThreadPoolExecutor(max_workers=len(servers) or 1) as pool:
-        answered = list(pool.map(lambda server: answers(server, client, timeout), servers))
+        answered = list(pool.map(lambda server: answers(server, context, timeout), servers))
     return [server for server, ok in zip(servers, answered, strict=True) if ok]

@@ -12,12 +12,12 @@ open. Consumers of these topics read with isolation.level=read_committed.
 A new producer bootstraps only from brokers that answer (`brokers.answering`): kafka-python waits
 on a hung broker's TLS handshake without a bound. Every call that waits on a broker has a bound
 (`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
-wait without one, and a commit in
-flight when the transaction coordinator went away hung a query for good (issue 31). Here
-they are `BoundedProducer`'s, which raise `KafkaTimeoutError` at the bound. The attempt is
-then dropped with its producer; the next producer's `init_transactions()` fences it and
-settles what it left open (committed or aborted), and the marker read next says which: a
-batch whose commit did land is skipped, one whose commit did not is sent again.
+wait without one, and a commit in flight when the transaction coordinator went away hung a
+query for good (issue 31). Here they are `BoundedProducer`'s, which raise `KafkaTimeoutError`
+at the bound. The attempt is then dropped with its producer; the next producer's
+`init_transactions()` fences it and settles what it left open (committed or aborted), and the
+marker read next says which: a batch whose commit did land is skipped, one whose commit did not
+is sent again.
 
 A batch is committed only when every one of its records was acknowledged: kafka-python's
 `commit_transaction()` does not check the sends (records expired during a broker outage
