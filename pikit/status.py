@@ -274,7 +274,7 @@ def _queries(part: Part, url: str, stalled_after: float = 120.0) -> list[dict[st
             continue
         query = s.labels["query"]
         behind = sum(values(samples, "pikit_query_records_behind", query=query))
-        at = values(samples, "pikit_query_last_progress_timestamp_seconds", query=query)
+        at = values(samples, "pikit_query_last_batch_end_timestamp_seconds", query=query)
         age = round(time.time() - at[0], 1) if at else None
         queries.append(
             {"query": query, "batch": int(s.value), "records_behind": int(behind), "progress_s_ago": age}

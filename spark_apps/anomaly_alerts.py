@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         state = {**judged.state, "presence": present}
         store.write(batch_id, state)
         app.metrics.set("state_rows", sum(len(rows) for rows in state.values()))
-        app.metrics.devices(present)
+        app.metrics.devices(present, processed_at)
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
     app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")

@@ -56,6 +56,12 @@ class QueryProgress:
     records_behind: dict[str, int]
     at: float  # when the batch started (epoch seconds)
 
+    @property
+    def ended(self) -> float:
+        """When the batch ended: what a stall is counted from, since a long batch is no stall
+        until it outlasts the bound itself."""
+        return self.at + self.batch_seconds
+
     @classmethod
     def of(cls, progress: Any) -> QueryProgress:
         behind: dict[str, int] = {}
@@ -136,11 +142,19 @@ class AppMetrics(StreamingQueryListener):
         with self._lock:
             self._values[name] = value
 
-    def devices(self, presence: list[tuple[str, float, bool]]) -> None:
-        """Each device's last reading (processing time) and whether the app holds it silent, from
-        the presence state after a batch: what a Prometheus alert on a quiet device reads."""
+    def devices(self, presence: list[tuple[str, float, bool]], batch_started: float) -> None:
+        """Each device's presence after a batch that started at `batch_started`, and whether the
+        app holds it silent: what a Prometheus alert on a quiet device reads. A device seen in
+        this batch is exported as seen now, when the batch has done with its readings: the
+        state's processing time is the batch's start, and two slow batches in a row would make
+        a healthy fleet look quiet for their sum."""
+        now = time.time()
         with self._lock:
-            self._devices = [(str(d), float(seen), bool(silent)) for d, seen, silent in presence]
+            seen_at = {d: at for d, at, _ in self._devices}
+            self._devices = [
+                (str(d), now if seen >= batch_started else seen_at.get(str(d), float(seen)), bool(silent))
+                for d, seen, silent in presence
+            ]
 
     def exposition(self) -> str:
         with self._lock:
@@ -152,7 +166,7 @@ class AppMetrics(StreamingQueryListener):
             return
         app = f'app="{self.app}"'
         seen, silent = "pikit_device_last_reading_timestamp_seconds", "pikit_device_silent"
-        yield f"# HELP {seen} when the app last had a reading of the device (its batch's time)\n"
+        yield f"# HELP {seen} when the app last finished a batch holding a reading of the device\n"
         yield f"# TYPE {seen} gauge\n"
         yield from (f'{seen}{{{app},device="{d}"}} {at}\n' for d, at, _ in devices)
         yield f"# HELP {silent} 1 while the app holds the device silent (--silent-after-seconds)\n"
@@ -174,6 +188,7 @@ class AppMetrics(StreamingQueryListener):
             ),
             "batch_duration_seconds": ("how long the last micro-batch took", lambda q: q.batch_seconds),
             "last_progress_timestamp_seconds": ("when the last micro-batch started", lambda q: q.at),
+            "last_batch_end_timestamp_seconds": ("when the last micro-batch ended", lambda q: q.ended),
         }
         for name, (text, read) in per_query.items():
             yield f"# HELP pikit_query_{name} {text}\n# TYPE pikit_query_{name} gauge\n"

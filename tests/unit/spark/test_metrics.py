@@ -53,22 +53,30 @@ def test_the_exposition_carries_the_last_progress_and_the_apps_counts() -> None:
     assert value(samples, "pikit_query_records_behind", topic="sensor-readings", **labels) == 7
     assert value(samples, "pikit_query_batch_duration_seconds", **labels) == 1.5
     assert value(samples, "pikit_query_last_progress_timestamp_seconds", **labels) == 1795600800.0
+    assert value(samples, "pikit_query_last_batch_end_timestamp_seconds", **labels) == 1795600801.5
     assert value(samples, "pikit_app_late_readings_total", app="sensor_aggregates") == 5
     assert value(samples, "pikit_app_state_rows", app="sensor_aggregates") == 11
     assert value(samples, "pikit_app_dead_letters_total", app="sensor_aggregates") == 0
 
 
-def test_each_device_is_exported_from_the_presence_state_and_none_before_a_batch() -> None:
+def test_each_device_is_exported_as_seen_when_the_batch_holding_it_ended() -> None:
     metrics = AppMetrics("anomaly_alerts")
     assert "pikit_device_" not in metrics.exposition()
-    metrics.devices([("edge-1", 1795600800.0, False), ("edge-2", 1795600500.5, True)])
-    samples = parse(metrics.exposition())
     seen = "pikit_device_last_reading_timestamp_seconds"
+    before = time.time()
+    metrics.devices([("edge-1", 1795600800.0, False), ("edge-2", 1795600500.5, True)], 1795600800.0)
+    after = time.time()
+    samples = parse(metrics.exposition())
+    # edge-1 was in the batch: seen when it ended; edge-2 keeps what the state says.
+    assert before <= value(samples, seen, app="anomaly_alerts", device="edge-1") <= after
     assert value(samples, seen, app="anomaly_alerts", device="edge-2") == 1795600500.5
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-1") == 0
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-2") == 1
-    metrics.devices([("edge-1", 1795600900.0, False)])  # the state after the next batch replaces it
-    assert [s.labels["device"] for s in parse(metrics.exposition()) if s.name == seen] == ["edge-1"]
+    # The next batch holds no reading of edge-1: it keeps the end of the batch that had one.
+    metrics.devices([("edge-1", 1795600800.0, False)], 1795600810.0)
+    samples = parse(metrics.exposition())
+    assert before <= value(samples, seen, app="anomaly_alerts", device="edge-1") <= after
+    assert [s.labels["device"] for s in samples if s.name == seen] == ["edge-1"]
 
 
 def test_a_real_query_reports_its_progress_over_http(spark: SparkSession) -> None:
