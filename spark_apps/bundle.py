@@ -13,11 +13,13 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The reading contract, record signing, the failpoints, the durable file operations and the watchdog are the
-# agent's own modules, shipped as they are (tests/unit/spark/test_bundle.py checks none is missing).
+# The reading contract, record signing, the failpoints, the durable file operations, the watchdog and
+# the broker probe are the agent's own modules, shipped as they are (tests/unit/spark/test_bundle.py
+# checks none is missing).
 SOURCES = [
     (HERE / "pikit_spark", "pikit_spark"),
     (HERE.parent / "edge_agent/edge_agent/__init__.py", "edge_agent/__init__.py"),
+    (HERE.parent / "edge_agent/edge_agent/brokers.py", "edge_agent/brokers.py"),
     (HERE.parent / "edge_agent/edge_agent/contract.py", "edge_agent/contract.py"),
     (HERE.parent / "edge_agent/edge_agent/disk.py", "edge_agent/disk.py"),
     (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),

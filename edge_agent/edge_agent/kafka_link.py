@@ -17,6 +17,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
+from edge_agent.brokers import PROBE_TIMEOUT_S, answering
 from edge_agent.config import Config
 from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER, envelope
 from edge_agent.release import VERSION
@@ -88,10 +89,12 @@ class KafkaLink:
         config: Config,
         producer_factory: Callable[..., Any] = KafkaProducer,
         backlog: Callable[[], int] | None = None,
+        probe: Callable[[dict[str, Any], float], list[str]] = answering,
     ) -> None:
         self.config = config
         self.backlog = backlog  # the spool's depth, sent along in a header
         self.producer_factory = producer_factory
+        self.probe = probe  # which bootstrap servers answer now (edge_agent/brokers.py)
         self.producer: Any = None
         # Read at start: a missing or broken key file stops the agent before it samples.
         key_file = config.kafka.signing_key_file
@@ -101,8 +104,14 @@ class KafkaLink:
 
     def submit(self, records: list[Record]) -> list[Any]:
         if self.producer is None:
-            self.producer = self.producer_factory(**producer_options(self.config))
-            log.info("connected to %s", ",".join(self.config.kafka.bootstrap_servers))
+            options = producer_options(self.config)
+            # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it
+            # hangs, and only the watchdog would end the wait. None answering is a failed round.
+            answered = self.probe(options, PROBE_TIMEOUT_S)
+            if not answered:
+                raise KafkaTimeoutError(f"no broker of {options['bootstrap_servers']} answers")
+            self.producer = self.producer_factory(**{**options, "bootstrap_servers": answered})
+            log.info("connected to %s", ",".join(answered))
         device, topic = self.config.device_id, self.config.kafka.topic
         size = self.config.kafka.readings_per_record
         spooled = [(SPOOL_HEADER, str(self.backlog()).encode())] if self.backlog else []

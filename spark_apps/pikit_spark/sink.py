@@ -9,7 +9,7 @@ output topic). On a replay the marker already holds the id and the batch is skip
 `init_transactions()` fences the killed driver's producer and aborts whatever it left
 open. Consumers of these topics read with isolation.level=read_committed.
 
-A new producer bootstraps only from brokers that answer (`brokers.answering`): kafka-python waits
+A new producer bootstraps only from brokers that answer (`edge_agent.brokers.answering`): kafka-python waits
 on a hung broker's TLS handshake without a bound. Every call that waits on a broker has a bound
 (`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
 wait without one, and a commit in flight when the transaction coordinator went away hung a
@@ -46,16 +46,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from edge_agent.brokers import PROBE_TIMEOUT_S, answering
 from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 
-from pikit_spark.brokers import answering
-
 LOG = logging.getLogger("pikit.sink")
 
-PROBE_TIMEOUT_S = 5.0  # a broker that has not answered ApiVersions by then is left out
 FLUSH_MARGIN_S = 5.0  # a flush waits for the records' delivery timeout and this much more
 
 Header = tuple[str, bytes]

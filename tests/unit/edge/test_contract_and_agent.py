@@ -242,13 +242,18 @@ def test_a_read_over_its_timeout_is_a_failed_read(tmp_path: Path) -> None:
 
 
 class RecordingProducer:
-    """Stands in for KafkaProducer: keeps what was sent."""
+    """Stands in for KafkaProducer: keeps what was sent, and the options it was made with."""
 
     def __init__(self, **options: Any) -> None:
+        self.options = options
         self.sent: list[dict[str, Any]] = []
 
     def send(self, topic: str, **record: Any) -> None:
         self.sent.append({"topic": topic, **record})
+
+
+def every_broker_answers(options: dict[str, Any], timeout: float) -> list[str]:
+    return list(options["bootstrap_servers"])
 
 
 def test_every_record_names_the_release_that_sent_it(tmp_path: Path) -> None:
@@ -257,7 +262,7 @@ def test_every_record_names_the_release_that_sent_it(tmp_path: Path) -> None:
 
     from edge_agent.kafka_link import KafkaLink
 
-    link = KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer)
+    link = KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer, probe=every_broker_answers)
     link.submit([Record(i, i, json.dumps(reading(i)).encode()) for i in range(3)])
     producer = link.producer
     assert producer.sent, "nothing was sent"
@@ -270,11 +275,41 @@ def test_every_record_carries_the_spool_depth_it_left(tmp_path: Path) -> None:
     from edge_agent.kafka_link import KafkaLink
 
     depth = iter([41, 7])
-    link = KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer, backlog=lambda: next(depth))
+    link = KafkaLink(
+        parse(_doc(tmp_path)),
+        producer_factory=RecordingProducer,
+        backlog=lambda: next(depth),
+        probe=every_broker_answers,
+    )
     link.submit([Record(1, 1, json.dumps(reading(1)).encode())])
     link.submit([Record(2, 2, json.dumps(reading(2)).encode())])
     sent = [dict(record["headers"])[contract.SPOOL_HEADER] for record in link.producer.sent]
     assert sent == [b"41", b"7"]
+
+
+def test_a_new_producer_bootstraps_only_from_brokers_that_answer(tmp_path: Path) -> None:
+    """A hung broker (frozen: its kernel accepts, it never answers) is left out of a new
+    producer's bootstrap; none answering fails the round before any producer is made, so the
+    sender backs off and tries again, its readings kept in the spool."""
+    from edge_agent.kafka_link import KafkaLink
+    from kafka.errors import KafkaTimeoutError
+
+    doc = _doc(tmp_path)
+    doc["kafka"]["bootstrap_servers"] = ["10.0.0.1:9092", "10.0.0.2:9092", "10.0.0.3:9092"]
+    asked: list[float] = []
+
+    def only_the_second(options: dict[str, Any], timeout: float) -> list[str]:
+        asked.append(timeout)
+        return [options["bootstrap_servers"][1]]
+
+    link = KafkaLink(parse(doc), producer_factory=RecordingProducer, probe=only_the_second)
+    link.submit([Record(1, 1, json.dumps(reading(1)).encode())])
+    assert link.producer.options["bootstrap_servers"] == ["10.0.0.2:9092"]
+    assert asked == [5.0]
+    silent = KafkaLink(parse(doc), producer_factory=RecordingProducer, probe=lambda options, timeout: [])
+    with pytest.raises(KafkaTimeoutError, match="no broker of"):
+        silent.submit([Record(1, 1, json.dumps(reading(1)).encode())])
+    assert silent.producer is None
 
 
 def test_the_metrics_name_the_running_release(tmp_path: Path) -> None:
@@ -305,7 +340,9 @@ def test_a_round_never_acknowledged_is_given_up_for_a_new_producer(
             raise KafkaTimeoutError("still in flight")
 
     monkeypatch.setattr(kafka_link, "ACK_STUCK_SECONDS", 0.3)
-    link = kafka_link.KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer)
+    link = kafka_link.KafkaLink(
+        parse(_doc(tmp_path)), producer_factory=RecordingProducer, probe=every_broker_answers
+    )
     started = time.monotonic()
     with pytest.raises(KafkaTimeoutError, match="not acknowledged in 0s: a new producer sends it again"):
         link.acknowledged([Pending()], give_up=lambda: False)

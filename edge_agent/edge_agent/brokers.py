@@ -1,9 +1,10 @@
-"""Which bootstrap brokers answer now, found within a bound.
+"""Which bootstrap brokers answer now, found within a bound. Shared by the Spark drivers' sink
+(the apps' bundle ships this package) and the edge agent: both make kafka-python clients.
 
 kafka-python 3.0 bootstraps a new client from one of its `bootstrap_servers`, and waits on
 that broker's TLS handshake without a bound. A broker that hangs (SIGSTOP, a stalled SD card)
 still accepts TCP connections in its kernel, and then never answers: a producer made during
-such a freeze waited the whole freeze (90 s) in its constructor (issue 31). So the sink
+such a freeze waited the whole freeze (90 s) in its constructor (issue 31). So a new client
 bootstraps only from brokers that answered an ApiVersions request within a few seconds.
 """
 
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 API_VERSIONS = 18
+PROBE_TIMEOUT_S = 5.0  # a broker that has not answered ApiVersions by then is left out
 _CLIENT_ID = b"pikit-probe"
 
 
