@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -223,6 +224,17 @@ def disk_filled(broker: str, share: float = DISK_GUARD_SHARE) -> Iterator[None]:
         sh(broker, f"rm -f {filler}")
 
 
+# What an app's journal says about a slow recovery: the kit's own step and sink lines, and every
+# warning or error (Spark's offset reader, kafka-python's timeouts).
+TELLING = re.compile(r"\bpikit[.:]|\bWARN(ING)?\b|\bERROR\b")
+
+
+def journal_digest(text: str, limit: int = 25, width: int = 240) -> list[str]:
+    """The last `limit` telling lines of a journal, each cut to `width` characters."""
+    telling = [line for line in text.splitlines() if TELLING.search(line)]
+    return [line[:width] for line in telling[-limit:]]
+
+
 def unit_of(app: str) -> str:
     return "spark-app-" + app.replace("_", "-")
 
@@ -327,6 +339,9 @@ class Nemesis:
             path = self.journals / f"fault-{number}.log"
             path.write_text(text)
             self.log(f"[nemesis] fault {number} took over {self.slow:.0f}s: the apps' journals in {path}")
+            # CI keeps what a run prints, not its files: the lines that say why go along.
+            for line in journal_digest(text):
+                self.log(f"  | {line}")
 
     def kill_an_executor(self, worker: str) -> None:
         """An executor on `worker`, or, where the apps run none there now (Spark places them), on

@@ -105,7 +105,7 @@ def test_a_slow_recovery_keeps_the_apps_journals(monkeypatch: pytest.MonkeyPatch
 
     def sh(node: str, script: str, check: bool = True) -> str:
         asked.append(f"{node}: {script}")
-        return "the driver's last words\n"
+        return "WARNING pikit.sink: the driver's last words\n"
 
     monkeypatch.setattr(nemesis, "sh", sh)
     lines: list[str] = []
@@ -114,9 +114,31 @@ def test_a_slow_recovery_keeps_the_apps_journals(monkeypatch: pytest.MonkeyPatch
         "pi-4: journalctl -u spark-app-sensor-aggregates -u spark-app-anomaly-alerts "
         "--since @995 --until @1105 -o short-precise --no-pager"
     ]
-    assert (tmp_path / "fault-3.log").read_text() == "the driver's last words\n"
+    assert (tmp_path / "fault-3.log").read_text() == "WARNING pikit.sink: the driver's last words\n"
     assert "fault-3.log" in lines[0]
+    assert lines[1:] == ["  | WARNING pikit.sink: the driver's last words"], "printed too, for CI's log"
 
     monkeypatch.setattr(nemesis, "sh", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("gone")))
     nemesis.Nemesis(SITE, journals=tmp_path).keep_journals(4, 0, 1)  # evidence only: never fails the run
     assert not (tmp_path / "fault-4.log").exists()
+
+
+def test_a_slow_recoverys_digest_keeps_the_telling_lines_last_and_cut() -> None:
+    journal = "\n".join(
+        [
+            "spark-submit[1]: 26/11/26 21:23:22 WARN KafkaOffsetReaderAdmin: Error in attempt 1",
+            "spark-submit[1]: at org.apache.kafka.clients.admin.KafkaAdminClient.call",
+            "spark-submit[1]: 2026-11-26 21:23:46,610 WARNING pikit.sink: batch 6: attempt 1 failed",
+            "spark-submit[1]: 2026-11-26 21:23:51,396 INFO pikit: batch 6: read 1.4s, kafka 14.9s",
+            "spark-submit[1]: 2026-11-26 21:23:51,400 INFO kafka.cluster: Updated metadata",
+            "spark-submit[1]: 2026-11-26 21:23:52,000 ERROR kafka.net.connection: " + "x" * 400,
+        ]
+    )
+    digest = nemesis.journal_digest(journal, limit=3, width=100)
+    assert [line[:40] for line in digest] == [
+        "spark-submit[1]: 2026-11-26 21:23:46,610",
+        "spark-submit[1]: 2026-11-26 21:23:51,396",
+        "spark-submit[1]: 2026-11-26 21:23:52,000",
+    ]
+    assert all(len(line) <= 100 for line in digest)
+    assert len(nemesis.journal_digest(journal)) == 4  # the stack line and kafka's INFO are left out
