@@ -230,9 +230,16 @@ TELLING = re.compile(r"\bpikit[.:]|\bWARN(ING)?\b|\bERROR\b")
 
 
 def journal_digest(text: str, limit: int = 25, width: int = 240) -> list[str]:
-    """The last `limit` telling lines of a journal, each cut to `width` characters."""
-    telling = [line for line in text.splitlines() if TELLING.search(line)]
-    return [line[:width] for line in telling[-limit:]]
+    """The last `limit` telling lines of a journal, each cut to `width` characters. A message
+    said over and over (a client retrying a broker ten times a second) counts once, at its last
+    saying: in the long nemesis it filled the whole digest."""
+    last: dict[str, str] = {}
+    for line in text.splitlines():
+        if TELLING.search(line):
+            said = re.sub(r"\d+", "#", line.split("]: ", 1)[-1])
+            last.pop(said, None)
+            last[said] = line
+    return [line[:width] for line in list(last.values())[-limit:]]
 
 
 def unit_of(app: str) -> str:

@@ -142,3 +142,10 @@ def test_a_slow_recoverys_digest_keeps_the_telling_lines_last_and_cut() -> None:
     ]
     assert all(len(line) <= 100 for line in digest)
     assert len(nemesis.journal_digest(journal)) == 4  # the stack line and kafka's INFO are left out
+    retrying = "\n".join(
+        f"spark-submit[2]: 22:36:{s:02} WARN NetworkClient: Error connecting to node 10.89.83.1{s % 3}:9092"
+        for s in range(30)
+    )
+    digest = nemesis.journal_digest(journal + "\n" + retrying)
+    assert len(digest) == 5, digest  # one line for the thirty retries, the last
+    assert digest[-1].endswith("10.89.83.12:9092") and "22:36:29" in digest[-1]
