@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.brokers import answering
+from edge_agent.brokers import PROBE_TIMEOUT_S, answering
 from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
 from kafka.errors import KafkaError
-from pikit_spark.sink import PROBE_TIMEOUT_S, BoundedProducer, LineageError, Record, TransactionalSink
+from pikit_spark.sink import BoundedProducer, LineageError, Record, TransactionalSink
 from pikit_testkit.broker import LocalBroker, new_topic
 
 from pikit.topic import read_to_end

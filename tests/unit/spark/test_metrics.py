@@ -68,14 +68,15 @@ def test_each_device_is_exported_as_seen_when_the_batch_holding_it_ended() -> No
     after = time.time()
     samples = parse(metrics.exposition())
     # edge-1 was in the batch: seen when it ended; edge-2 keeps what the state says.
-    assert before <= value(samples, seen, app="anomaly_alerts", device="edge-1") <= after
+    ended = value(samples, seen, app="anomaly_alerts", device="edge-1")
+    assert ended is not None and before <= ended <= after
     assert value(samples, seen, app="anomaly_alerts", device="edge-2") == 1795600500.5
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-1") == 0
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-2") == 1
     # The next batch holds no reading of edge-1: it keeps the end of the batch that had one.
     metrics.devices([("edge-1", 1795600800.0, False)], 1795600810.0)
     samples = parse(metrics.exposition())
-    assert before <= value(samples, seen, app="anomaly_alerts", device="edge-1") <= after
+    assert value(samples, seen, app="anomaly_alerts", device="edge-1") == ended
     assert [s.labels["device"] for s in samples if s.name == seen] == ["edge-1"]
 
 
