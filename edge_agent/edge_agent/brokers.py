@@ -13,10 +13,14 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kafka.errors import KafkaTimeoutError
+
 API_VERSIONS = 18
+Probe = Callable[[dict[str, Any], float], list[str]]
 PROBE_TIMEOUT_S = 5.0  # a broker that has not answered ApiVersions by then is left out
 _CLIENT_ID = b"pikit-probe"
 
@@ -68,3 +72,13 @@ def answering(client: dict[str, Any], timeout: float) -> list[str]:
     with ThreadPoolExecutor(max_workers=len(servers) or 1) as pool:
         answered = list(pool.map(lambda server: answers(server, context, timeout), servers))
     return [server for server, ok in zip(servers, answered, strict=True) if ok]
+
+
+def bootstrap_servers(client: dict[str, Any], probe: Probe = answering) -> list[str]:
+    """What a new client bootstraps from: the servers that answer within PROBE_TIMEOUT_S. None
+    answering raises `KafkaTimeoutError`, which the sink's retries and the agent's sender treat
+    as a failed attempt."""
+    answered = probe(client, PROBE_TIMEOUT_S)
+    if not answered:
+        raise KafkaTimeoutError(f"no broker of {client['bootstrap_servers']} answers")
+    return answered

@@ -17,7 +17,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
-from edge_agent.brokers import PROBE_TIMEOUT_S, answering
+from edge_agent.brokers import Probe, answering, bootstrap_servers
 from edge_agent.config import Config
 from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER, envelope
 from edge_agent.release import VERSION
@@ -89,7 +89,7 @@ class KafkaLink:
         config: Config,
         producer_factory: Callable[..., Any] = KafkaProducer,
         backlog: Callable[[], int] | None = None,
-        probe: Callable[[dict[str, Any], float], list[str]] = answering,
+        probe: Probe = answering,
     ) -> None:
         self.config = config
         self.backlog = backlog  # the spool's depth, sent along in a header
@@ -107,9 +107,7 @@ class KafkaLink:
             options = producer_options(self.config)
             # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it
             # hangs, and only the watchdog would end the wait. None answering is a failed round.
-            answered = self.probe(options, PROBE_TIMEOUT_S)
-            if not answered:
-                raise KafkaTimeoutError(f"no broker of {options['bootstrap_servers']} answers")
+            answered = bootstrap_servers(options, self.probe)
             self.producer = self.producer_factory(**{**options, "bootstrap_servers": answered})
             log.info("connected to %s", ",".join(answered))
         device, topic = self.config.device_id, self.config.kafka.topic

@@ -9,9 +9,9 @@ output topic). On a replay the marker already holds the id and the batch is skip
 `init_transactions()` fences the killed driver's producer and aborts whatever it left
 open. Consumers of these topics read with isolation.level=read_committed.
 
-A new producer bootstraps only from brokers that answer (`edge_agent.brokers.answering`): kafka-python waits
-on a hung broker's TLS handshake without a bound. Every call that waits on a broker has a bound
-(`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
+A new producer bootstraps only from brokers that answer (`edge_agent.brokers.bootstrap_servers`):
+kafka-python waits on a hung broker's TLS handshake without a bound. Every call that waits on a
+broker has a bound (`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
 wait without one, and a commit in flight when the transaction coordinator went away hung a
 query for good (issue 31). Here they are `BoundedProducer`'s, which raise `KafkaTimeoutError`
 at the bound. The attempt is then dropped with its producer; the next producer's
@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edge_agent.brokers import PROBE_TIMEOUT_S, answering
+from edge_agent.brokers import bootstrap_servers
 from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
@@ -137,9 +137,7 @@ class TransactionalSink:
     def producer(self) -> BoundedProducer:
         if self._producer is None:
             # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
-            self._answering = answering(self.client, timeout=PROBE_TIMEOUT_S)
-            if not self._answering:
-                raise KafkaTimeoutError(f"no broker of {self.client['bootstrap_servers']} answers")
+            self._answering = bootstrap_servers(self.client)
             producer = BoundedProducer(**self.producer_options())
             try:
                 # Fences an earlier driver with the same id and settles its open

@@ -242,6 +242,13 @@ def journal_digest(text: str, limit: int = 25, width: int = 240) -> list[str]:
     return [line[:width] for line in list(last.values())[-limit:]]
 
 
+def apps_journal(site: SiteNodes, since: float, until: float | None = None) -> str:
+    """The streaming apps' journals on the master from `since` (to `until`), epoch seconds."""
+    units = " ".join(f"-u {unit_of(app)}" for app in site.apps)
+    window = f"--since @{since:.0f}" + (f" --until @{until:.0f}" if until is not None else "")
+    return sh(site.master, f"journalctl {units} {window} -o short-precise --no-pager", check=False)
+
+
 def unit_of(app: str) -> str:
     return "spark-app-" + app.replace("_", "-")
 
@@ -335,14 +342,8 @@ class Nemesis:
         Evidence only: a journal that cannot be read must not fail the run."""
         if self.journals is None:
             return
-        units = " ".join(f"-u {unit_of(app)}" for app in self.site.apps)
         with contextlib.suppress(Exception):
-            since, until = f"@{start - 5:.0f}", f"@{end + 5:.0f}"
-            text = sh(
-                self.site.master,
-                f"journalctl {units} --since {since} --until {until} -o short-precise --no-pager",
-                check=False,
-            )
+            text = apps_journal(self.site, start - 5, end + 5)
             path = self.journals / f"fault-{number}.log"
             path.write_text(text)
             self.log(f"[nemesis] fault {number} took over {self.slow:.0f}s: the apps' journals in {path}")

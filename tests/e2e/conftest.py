@@ -3,15 +3,14 @@ printed. CI keeps only what a run prints, and the lab is gone by the time anyone
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Generator, Iterator
 
 import pytest
+from pikit_testkit.nemesis import SiteNodes, apps_journal
 
-# The master's container in the e2e lab and the apps' units on it (tests/e2e/test_site.py).
-MASTER = "e2e-pi-4"
-UNITS = ("spark-app-sensor-aggregates", "spark-app-anomaly-alerts")
+# The streaming apps the e2e lab runs (tests/e2e/test_site.py).
+APPS = ("sensor_aggregates", "anomaly_alerts")
 TAIL = 40
 FAILED = pytest.StashKey[bool]()
 
@@ -26,23 +25,14 @@ def pytest_runtest_makereport(
     return report
 
 
-def journals_since(started: float) -> str:
-    units = " ".join(f"-u {unit}" for unit in UNITS)
-    script = f"journalctl {units} --since @{started - 5:.0f} -o short-precise --no-pager"
-    proc = subprocess.run(
-        ["podman", "exec", MASTER, "sh", "-c", script], capture_output=True, text=True, check=False
-    )
-    return proc.stdout + proc.stderr
-
-
 @pytest.fixture(autouse=True)
 def journals_of_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
     started = time.time()
     yield
     if not request.node.stash.get(FAILED, False) or "site" not in request.fixturenames:
         return
-    text = journals_since(started)
     site = request.getfixturevalue("site")
+    text = apps_journal(SiteNodes.from_inventory(site.inventory, APPS), started - 5)
     path = site.logs / f"{request.node.name}.journal"
     path.write_text(text)
     lines = text.splitlines()
