@@ -33,6 +33,10 @@ LABEL = "pikit.lab"
 # Every node of a lab mounts one volume here: the lab's stand-in for the NFS share that
 # the spark role sets up on real Pis (a kernel NFS server cannot run in these containers).
 SHARED_MOUNT = "/srv/pikit-shared"
+# The network namespace's kernel settings that common_sysctl_where_supported gives a Pi at boot. A
+# container cannot write its /proc/sys, so the lab sets them as it starts each node, where the
+# host's kernel has them (tests/unit/test_lab_spec.py keeps the two in step).
+NETNS_SYSCTLS = {"net.ipv4.tcp_rto_max_ms": 10000}
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,15 @@ def _wait_for_ssh(node: Node, deadline: float) -> None:
     die(f"{node.name} ({node.ip}): sshd did not answer in time; container log tail:\n{logs}")
 
 
+def netns_sysctls(proc_sys: Path = Path("/proc/sys")) -> list[str]:
+    """podman's --sysctl for each of NETNS_SYSCTLS that this kernel has (a key it lacks fails the start)."""
+    return [
+        f"--sysctl={key}={value}"
+        for key, value in NETNS_SYSCTLS.items()
+        if proc_sys.joinpath(*key.split(".")).exists()
+    ]
+
+
 def up(spec: LabSpec, arch: str | None = None) -> None:
     spec.validate()
     arch = arch or host_arch()
@@ -186,6 +199,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--cap-add=NET_ADMIN",
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
+                *netns_sysctls(),
                 "--volume",
                 f"{volume}:{SHARED_MOUNT}",
                 *(f"--tmpfs={path}:rw,size={size},mode=0755" for path, size in node.tmpfs),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from pikit import REPO
-from pikit.lab import LabSpec, Node, spec_from_inventory
+from pikit.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, spec_from_inventory
 
 
 def test_lab_inventory_describes_the_lab() -> None:
@@ -30,3 +33,15 @@ def test_duplicate_addresses_are_refused(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         spec.validate()
     assert "share ansible_host 10.89.90.5" in capsys.readouterr().err
+
+
+def test_the_lab_sets_the_network_settings_a_pi_gets_at_boot() -> None:
+    defaults = yaml.safe_load((REPO / "roles/common/defaults/main.yml").read_text())
+    assert defaults["common_sysctl_where_supported"] == NETNS_SYSCTLS
+
+
+def test_a_network_setting_the_kernel_lacks_is_left_out(tmp_path: Path) -> None:
+    assert netns_sysctls(tmp_path) == []
+    (tmp_path / "net/ipv4").mkdir(parents=True)
+    (tmp_path / "net/ipv4/tcp_rto_max_ms").write_text("120000\n")
+    assert netns_sysctls(tmp_path) == ["--sysctl=net.ipv4.tcp_rto_max_ms=10000"]

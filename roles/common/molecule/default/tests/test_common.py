@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +68,17 @@ def test_sysctl_file_written_not_applied(host: Any) -> None:
     conf = host.file("/etc/sysctl.d/90-pikit.conf").content_string
     assert "vm.swappiness=1" in conf
     assert "vm.max_map_count=262144" in conf
+    assert "-net.ipv4.tcp_rto_max_ms=10000" in conf.splitlines(), "set where the kernel has it"
+
+
+def test_tcp_backoff_capped_in_the_nodes_network_namespace(host: Any) -> None:
+    """The lab gives each node what its sysctl file asks of a Pi's kernel, where the kernel has
+    the key (Linux 6.15+); where it does not, the node runs with the kernel's own 120 s."""
+    knob = host.file("/proc/sys/net/ipv4/tcp_rto_max_ms")
+    if Path("/proc/sys/net/ipv4/tcp_rto_max_ms").exists():
+        assert knob.content_string.strip() == "10000"
+    else:
+        assert not knob.exists
 
 
 def test_ssh_password_logins_off(host: Any) -> None:
