@@ -55,6 +55,12 @@ from kafka.structs import OffsetAndMetadata
 LOG = logging.getLogger("pikit.sink")
 
 FLUSH_MARGIN_S = 5.0  # a flush waits for the records' delivery timeout and this much more
+# How long one attempt waits for its records to be delivered. kafka-python's transactional producer
+# does not look for a new coordinator or leader while its own is gone: after one broker was killed,
+# it waited for that broker until the records expired, and at 120 s the batch committed 65 s after
+# the broker was back (the long nemesis, seed 4285880697). A failed attempt starts a new producer,
+# which finds the new ones; the batch's retries (retry_for) ride out a longer outage.
+DELIVERY_TIMEOUT_MS = 30_000
 
 Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
@@ -113,7 +119,7 @@ class TransactionalSink:
         lineage: str = "",
         adopt_new_checkpoint: bool = False,
         retry_for: float = 600.0,
-        delivery_timeout_ms: int = 120_000,
+        delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
         call_timeout: float = 30.0,
         failpoints: str | None = None,
     ) -> None:
