@@ -32,3 +32,11 @@ def test_device_signing_keys_are_the_agents_own_derivation() -> None:
     keys = load().pikit_device_signing_keys("s3cret", ["edge-2", "edge-1", "edge-2"])
     assert list(keys) == ["edge-1", "edge-2"]
     assert keys["edge-1"] == device_key(b"s3cret", "edge-1").hex() != keys["edge-2"]
+
+
+def test_packages_missing_are_those_the_package_facts_do_not_list() -> None:
+    missing = load().pikit_packages_missing
+    facts = {"packages": {"nftables": [{"version": "1.0.6"}], "chrony": [{"version": "4.3"}]}}
+    assert missing(["nftables", "prometheus", "chrony"], facts) == ["prometheus"]
+    assert missing(["nftables"], facts) == []
+    assert missing(["nftables", "chrony"], {}) == ["nftables", "chrony"], "no package facts: apt decides"

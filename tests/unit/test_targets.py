@@ -12,6 +12,7 @@ from pikit.targets import (
     PIPELINES,
     After,
     Beside,
+    Phase,
     Step,
     _stream,
     failure_digest,
@@ -85,7 +86,7 @@ def test_a_lane_waits_for_a_phase_of_another_and_not_for_one_that_failed(
     made = tmp_path / "made"
     # "uses" would fail if it ran before "makes" had written its file.
     maker = [("makes", sh(f"sleep 0.5; touch {made}"))]
-    user = [After("makes"), ("uses", sh(f"test -e {made} && echo used"))]
+    user: list[Phase | After] = [After("makes"), ("uses", sh(f"test -e {made} && echo used"))]
     monkeypatch.setitem(PIPELINES, "waits", lambda: [Beside([user, maker])])
     assert run_pipeline("waits") == 0
     out = capfd.readouterr().out
@@ -94,7 +95,7 @@ def test_a_lane_waits_for_a_phase_of_another_and_not_for_one_that_failed(
 
     # The lane that would make it fails first: the waiting lane stops at once, its phase not run.
     failing = [("breaks", sh("exit 2")), ("makes", sh(f"touch {made}.2"))]
-    waiting = [After("makes"), ("uses", sh("echo must-not-run"))]
+    waiting: list[Phase | After] = [After("makes"), ("uses", sh("echo must-not-run"))]
     monkeypatch.setitem(PIPELINES, "waits", lambda: [Beside([waiting, failing])])
     assert run_pipeline("waits") == 1
     out = capfd.readouterr().out

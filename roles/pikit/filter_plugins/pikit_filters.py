@@ -26,6 +26,13 @@ def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]
     return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
 
 
+def pikit_packages_missing(packages: list[str], facts: Mapping[str, Any]) -> list[str]:
+    """Those of `packages` that the host's package facts (ansible.builtin.package_facts, which
+    common gathers after its install) do not list: all of them when there are no such facts."""
+    installed = facts.get("packages") or {}
+    return [name for name in packages if name not in installed]
+
+
 def pikit_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, dict[str, Any]]:
     """Each role's defaults as written, for the filters that read other roles' ports from them
     (pikit/service_ports.py)."""
@@ -38,5 +45,6 @@ class FilterModule:
             "pikit_address": pikit_address,
             "pikit_host_ports": pikit_host_ports,
             "pikit_device_signing_keys": pikit_device_signing_keys,
+            "pikit_packages_missing": pikit_packages_missing,
             "pikit_role_defaults": pikit_role_defaults,
         }
