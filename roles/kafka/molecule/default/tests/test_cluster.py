@@ -381,6 +381,9 @@ def _pending(node: str) -> str:
     return podman("exec", node, "cat", "/var/lib/pikit/restart-pending/kafka.json")
 
 
+# Two runs of kafka.yml on five nodes and five health-gated restarts: 580 s beside the end-to-end
+# lab at a942b75 and 604 s at 9f38a1f, past the suite's 600 s bound for a single test.
+@pytest.mark.timeout(1200)
 @faults
 def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
     """With kafka_restart=never the change is converged and every node stays marked; the next run
