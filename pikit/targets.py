@@ -122,52 +122,22 @@ def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> St
 Phase = tuple[str, Step]
 
 
-@dataclass(frozen=True)
-class After:
-    """In a lane: wait here until `title`, a phase of another lane, has passed. A lane whose
-    phase failed ends its phases not yet run as failed, so no lane waits for them for ever."""
-
-    title: str
-
-
 @dataclass
 class Beside:
     """Lanes of phases that run at the same time, each lane's phases one after another. Only
     phases that share nothing go here: lint reads the tree, while the artifact cache, the unit
-    and the integration tests write only their own files and ports, and each lab has its own
-    subnet and names. The first lane's output streams; each other lane's is held and shown in
-    one piece when it ends."""
+    and the integration tests write only their own files and ports. The first lane's output
+    streams; each other lane's is held and shown in one piece when it ends."""
 
-    lanes: Sequence[Sequence[Phase | After]]
+    lanes: Sequence[Sequence[Phase]]
 
 
 def flat(phases: Sequence[Phase | Beside]) -> list[Phase]:
     """Every phase of a pipeline, those run beside others included."""
     found: list[Phase] = []
     for item in phases:
-        if isinstance(item, Beside):
-            found += [phase for lane in item.lanes for phase in lane if not isinstance(phase, After)]
-        else:
-            found.append(item)
+        found += [phase for lane in item.lanes for phase in lane] if isinstance(item, Beside) else [item]
     return found
-
-
-class _Ended:
-    """The phases of lanes run together that have ended, and whether each passed."""
-
-    def __init__(self) -> None:
-        self._passed: dict[str, bool] = {}
-        self._changed = threading.Condition()
-
-    def end(self, title: str, passed: bool) -> None:
-        with self._changed:
-            self._passed.setdefault(title, passed)
-            self._changed.notify_all()
-
-    def wait(self, title: str) -> bool:
-        with self._changed:
-            self._changed.wait_for(lambda: title in self._passed)
-            return self._passed[title]
 
 
 def lint_phases() -> list[tuple[str, Step]]:
@@ -195,11 +165,11 @@ def test_phases() -> list[Phase | Beside]:
     the end-to-end suite spends minutes waiting out its faults. Measured from a fresh clone on 2
     cores (a942b75): the first set 504 s, the second 2,102 s (the end-to-end lane; molecule 2,039 s).
 
-    Tried at 6bc56a8 and left: one set of four lanes joined by `After` (the end-to-end suite after
-    the unit tests, molecule right after the lab image), 2,269 s in all, but molecule edge_agent's
-    agents, beside the end-to-end converge and kafka/dedicated, resent four readings without a
-    crash, which its outage test forbids; before it, the end-to-end converge timed out connecting
-    when it started beside the unit tests."""
+    Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
+    for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
+    right after the lab image), 2,269 s in all, but molecule edge_agent, beside the end-to-end
+    converge and kafka/dedicated, found an agent that sent four readings twice; before it, the
+    end-to-end converge timed out connecting when it started beside the unit tests."""
     python = VENV_BIN / "python"
     unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit"))]
     integration = [
@@ -262,64 +232,33 @@ class Result:
     tail: list[str]
     lane: int = 0  # 0: on its own; n: in lane n of phases run beside each other
     wall: bool = False  # the wall time of lanes run together, not a phase of its own
-    waited: bool = False  # a lane's wait for a phase of another lane, not a phase of its own
 
 
-def _run_lane(
-    name: str, phases: Sequence[Phase | After], lane: int, results: list[Result], ended: _Ended | None = None
-) -> None:
+def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
     """The phases one after another, until one fails."""
-    ended = ended or _Ended()
-    done = 0
-    try:
-        for item in phases:
-            t0 = time.monotonic()
-            if isinstance(item, After):
-                passed = ended.wait(item.title)
-                elapsed = time.monotonic() - t0
-                results.append(
-                    Result(f"(waits for {item.title})", elapsed, 0 if passed else 1, [], lane, waited=True)
-                )
-                _say(
-                    f"<== [{name}] waited {elapsed:.1f}s for {item.title}: {'ok' if passed else 'it FAILED'}"
-                )
-                done += 1
-                if not passed:
-                    return
-                continue
-            title, step = item
-            _say(f"==> [{name}] {title}")
-            tail: list[str] = []
-            rc = step(tail)
-            elapsed = time.monotonic() - t0
-            results.append(Result(title, elapsed, rc, tail, lane))
-            _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
-            ended.end(title, rc == 0)
-            done += 1
-            if rc != 0:
-                return
-    finally:
-        for item in phases[done:]:
-            if not isinstance(item, After):
-                ended.end(item[0], False)
+    for title, step in phases:
+        _say(f"==> [{name}] {title}")
+        t0 = time.monotonic()
+        tail: list[str] = []
+        rc = step(tail)
+        elapsed = time.monotonic() - t0
+        results.append(Result(title, elapsed, rc, tail, lane))
+        _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
+        if rc != 0:
+            return
 
 
 def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
     """Every lane at once; the wall time they took together."""
     t0 = time.monotonic()
-    titles = [
-        " > ".join(f"(after {item.title})" if isinstance(item, After) else item[0] for item in lane)
-        for lane in beside.lanes
-    ]
+    titles = [" > ".join(title for title, _ in lane) for lane in beside.lanes]
     say(f"==> [{name}] at the same time: {' | '.join(titles)}")
 
-    ended = _Ended()
-
-    def lane_main(index: int, phases: Sequence[Phase | After], out: list[Result]) -> None:
+    def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
         if index:
             _held.lines = []
         try:
-            _run_lane(name, phases, index + 1, out, ended)
+            _run_lane(name, phases, index + 1, out)
         finally:
             if index:
                 with _print_lock:
@@ -357,14 +296,14 @@ def run_pipeline(name: str) -> int:
         title = f"{'  ' if r.lane else ''}{r.title}{f' [lane {r.lane}]' if r.lane else ''}"
         say(f"  {title:<44} {r.elapsed:7.1f}s  {'ok' if r.rc == 0 else 'FAILED'}")
     say(f"  {'total':<44} {time.monotonic() - started:7.1f}s")
-    failed = [r for r in results if r.rc and not r.waited]
-    phases = [r for r in results if not r.wall and not r.waited]
+    failed = [r for r in results if r.rc]
+    phases = [r for r in results if not r.wall]
     say(f"phases: {len(phases) - len(failed)} passed, {len(failed)} failed")
     for r in failed:
         say(f"\nwhy {r.title} failed (the lines of its output that say so):")
         for line in failure_digest(r.tail) or r.tail[-20:]:
             say(f"  | {line}")
-    return 1 if any(r.rc for r in results) else 0
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,9 +10,7 @@ import pytest
 from pikit.targets import (
     OPS_SCENARIOS,
     PIPELINES,
-    After,
     Beside,
-    Phase,
     Step,
     _stream,
     failure_digest,
@@ -75,30 +73,3 @@ def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
     assert re.search(r"a1 \[lane 1\]\s+[\d.]+s  ok", out) and re.search(
         r"b1 \[lane 2\]\s+[\d.]+s  FAILED", out
     )
-
-
-def test_a_lane_waits_for_a_phase_of_another_and_not_for_one_that_failed(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    def sh(script: str) -> Step:
-        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
-
-    made = tmp_path / "made"
-    # "uses" would fail if it ran before "makes" had written its file.
-    maker = [("makes", sh(f"sleep 0.5; touch {made}"))]
-    user: list[Phase | After] = [After("makes"), ("uses", sh(f"test -e {made} && echo used"))]
-    monkeypatch.setitem(PIPELINES, "waits", lambda: [Beside([user, maker])])
-    assert run_pipeline("waits") == 0
-    out = capfd.readouterr().out
-    assert "used" in out and "phases: 2 passed, 0 failed" in out, "a wait is not a phase"
-    assert re.search(r"\(waits for makes\) \[lane 1\]\s+[\d.]+s  ok", out)
-
-    # The lane that would make it fails first: the waiting lane stops at once, its phase not run.
-    failing = [("breaks", sh("exit 2")), ("makes", sh(f"touch {made}.2"))]
-    waiting: list[Phase | After] = [After("makes"), ("uses", sh("echo must-not-run"))]
-    monkeypatch.setitem(PIPELINES, "waits", lambda: [Beside([waiting, failing])])
-    assert run_pipeline("waits") == 1
-    out = capfd.readouterr().out
-    assert "must-not-run" not in out and not (tmp_path / "made.2").exists()
-    assert "waited" in out and "it FAILED" in out
-    assert "phases: 0 passed, 1 failed" in out and "why breaks failed" in out
