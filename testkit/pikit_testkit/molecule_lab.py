@@ -138,6 +138,11 @@ def podman(*args: str) -> str:
     return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout
 
 
+def journal(node: str, unit: str, since: float) -> str:
+    """`unit`'s journal on the lab node `node` since `since` (Unix seconds)."""
+    return podman("exec", node, "journalctl", "-u", unit, "--since", f"@{int(since)}", "--no-pager")
+
+
 def wait_healthy(
     bootstrap: list[str], pki: Path, brokers: int, timeout: int = 240, disk_warn_share: float = 0.85
 ) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from edge_agent.contract import decode_batch
 from edge_agent.flash import unit
-from pikit_testkit.molecule_lab import playbook, podman, recap
+from pikit_testkit.molecule_lab import journal, playbook, podman, recap
 from pikit_testkit.polling import wait_for
 
 from pikit import REPO
@@ -122,10 +122,7 @@ def _resent_since(device: str, since: float) -> bool:
     """Whether the agent gave up on a round since `since` and sent it again (edge_agent/sender.py:
     any failed send, or a round not acknowledged in 60 s). A new producer sends it, so what the
     broker had already written arrives twice, and the consumers drop the copies by seq."""
-    journal = podman(
-        "exec", device, "journalctl", "-u", "edge-agent", "--since", f"@{int(since)}", "--no-pager"
-    )
-    return "send failed" in journal
+    return "send failed" in journal(device, "edge-agent", since)
 
 
 def test_readings_survive_a_broker_outage_without_gaps() -> None:
@@ -145,8 +142,8 @@ def test_readings_survive_a_broker_outage_without_gaps() -> None:
     for device, got in seqs.items():
         assert depths[device] >= 10, "readings piled up in the spool while the broker was away"
         assert sorted(set(got)) == list(range(max(got) + 1)), f"{device}: gap in sequence numbers"
-        # On two busy cores the broker may come back after the agent gave up on a round (at 6bc56a8, beside
-        # the end-to-end converge, 4 readings twice): a resend the agent logged, not a crash.
+        # On two busy cores the broker may come back after the agent gave up on a round (at
+        # 6bc56a8, beside the end-to-end converge, 4 readings twice): a resend it logged, not a crash.
         twice = len(got) - len(set(got))
         assert twice == 0 or _resent_since(device, stopped), (
             f"{device}: {twice} duplicates, no crash, no resend"

@@ -27,6 +27,7 @@ from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.molecule_lab import (
     AckedProducer,
     assert_every_ack_once_in_order,
+    journal,
     playbook,
     podman,
     producing,
@@ -532,8 +533,11 @@ def _tls_refusals(since: float) -> list[str]:
     """TLS handshakes the brokers and controllers failed since `since` (Unix seconds)."""
     found = []
     for name, _, _ in NODES:
-        log = podman("exec", name, "journalctl", "-u", "kafka", "--since", f"@{int(since)}", "--no-pager")
-        found += [f"{name}: {line}" for line in log.splitlines() if "SSL handshake failed" in line]
+        found += [
+            f"{name}: {line}"
+            for line in journal(name, "kafka", since).splitlines()
+            if "SSL handshake failed" in line
+        ]
     return found
 
 
