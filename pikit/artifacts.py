@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pikit import REPO, role_default
-from pikit.phases import die, phase, run, say
+from pikit.phases import die, exclusive, phase, run, say
 
 APACHE_ARCHIVE = os.environ.get("PIKIT_APACHE_ARCHIVE", "https://archive.apache.org/dist")
 # Kafka's own tarball ships these too; the broker does not start without a logging backend.
@@ -423,8 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    manifest = Manifest.load(root / "MANIFEST.json")
-    with phase(f"artifact cache {root}"):
+    with exclusive(root / ".lock", "the artifact cache"), phase(f"artifact cache {root}"):
+        manifest = Manifest.load(root / "MANIFEST.json")
         for name in args.components or ([] if args.kafka_version else list(COMPONENTS)):
             with phase(name):
                 COMPONENTS[name](manifest)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pikit.phases import phase, run, say
+from pikit.phases import exclusive, phase, run, say
 
 PACKAGES = [
     "systemd",
@@ -54,9 +54,13 @@ def lab_home() -> Path:
 def ssh_key() -> Path:
     """The lab's SSH identity, created once per machine and baked into the image."""
     key = lab_home() / "ssh/id_ed25519"
-    if not key.exists():
-        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pikit-lab", "-f", key])
+    public = Path(f"{key}.pub")  # ssh-keygen writes it last
+    if not public.exists():
+        with exclusive(lab_home() / "ssh.lock", "making the lab's SSH key"):
+            if not public.exists():
+                key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                key.unlink(missing_ok=True)  # half made: ssh-keygen would ask to overwrite it
+                run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pikit-lab", "-f", key])
     return key
 
 
@@ -147,9 +151,16 @@ def ensure_image(suite: str = "bookworm", arch: str | None = None) -> str:
     arch = arch or host_arch()
     image = image_name(suite, arch)
     wanted = recipe_hash(suite, arch)
-    if _current_label(image) == wanted:
-        say(f"image {image} is current (recipe {wanted})")
-        return image
+    with exclusive(lab_home() / "build" / f"image-{suite}-{arch}.lock", f"building {image}"):
+        if _current_label(image) == wanted:
+            say(f"image {image} is current (recipe {wanted})")
+            return image
+        _build(image, wanted, suite, arch)
+    return image
+
+
+def _build(image: str, wanted: str, suite: str, arch: str) -> None:
+    """debootstrap `suite` for `arch` and import it into podman as `image`, labelled `wanted`."""
     build = lab_home() / "build"
     rootfs = build / f"rootfs-{suite}-{arch}"
     log = build / f"image-{suite}-{arch}.log"
@@ -191,4 +202,3 @@ def ensure_image(suite: str = "bookworm", arch: str | None = None) -> str:
             )
             run(["sh", "-c", f"tar -C {shlex.quote(str(rootfs))} -c . | {importer}"], log=log)
         shutil.rmtree(rootfs)
-    return image

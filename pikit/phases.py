@@ -7,6 +7,7 @@ watching `make demo` or `make test` always knows where time goes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shlex
 import subprocess
@@ -20,6 +21,24 @@ _depth = 0
 
 def say(message: str) -> None:
     print(f"{'  ' * _depth}{message}", flush=True)
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path, what: str) -> Iterator[None]:
+    """Hold `lock` (an flock) for the block: two processes that would build the same thing at
+    once (two labs, or make test's lanes, each wanting the image or the artifact cache) take
+    turns, and the second finds the first's work done. Says so when it has to wait."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with phase(f"wait for another process to finish {what}"):
+                fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
