@@ -34,9 +34,17 @@ def test_device_signing_keys_are_the_agents_own_derivation() -> None:
     assert keys["edge-1"] == device_key(b"s3cret", "edge-1").hex() != keys["edge-2"]
 
 
-def test_packages_missing_are_those_the_package_facts_do_not_list() -> None:
+def test_packages_missing_are_those_dpkg_does_not_list_as_installed() -> None:
     missing = load().pikit_packages_missing
-    facts = {"packages": {"nftables": [{"version": "1.0.6"}], "chrony": [{"version": "4.3"}]}}
-    assert missing(["nftables", "prometheus", "chrony"], facts) == ["prometheus"]
-    assert missing(["nftables"], facts) == []
-    assert missing(["nftables", "chrony"], {}) == ["nftables", "chrony"], "no package facts: apt decides"
+    listing = {
+        "stdout_lines": ["ii  nftables", "ii  chrony", "rc  prometheus", "iU  openjdk-17-jre-headless"]
+    }
+    assert missing(["nftables", "prometheus", "chrony"], listing) == ["prometheus"], (
+        "removed, config left: missing"
+    )
+    assert missing(["openjdk-17-jre-headless"], listing) == ["openjdk-17-jre-headless"], (
+        "unpacked only: missing"
+    )
+    assert missing(["nftables"], listing) == []
+    assert missing(["nftables", "chrony"], {}) == ["nftables", "chrony"], "no listing: apt decides"
+    assert missing(["nftables"], None) == ["nftables"]

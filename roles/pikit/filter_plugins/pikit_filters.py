@@ -26,10 +26,17 @@ def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]
     return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
 
 
-def pikit_packages_missing(packages: list[str], facts: Mapping[str, Any]) -> list[str]:
-    """Those of `packages` that the host's package facts (ansible.builtin.package_facts, which
-    common gathers after its install) do not list: all of them when there are no such facts."""
-    installed = facts.get("packages") or {}
+def pikit_packages_missing(packages: list[str], listing: Mapping[str, Any] | None) -> list[str]:
+    """Those of `packages` that are not installed according to `listing`, common's registered
+    `dpkg-query --show --showformat='${db:Status-Abbrev}${Package}\\n'` (lines like `ii  nftables`):
+    all of them when there is no listing (a role run without common), so that apt decides.
+
+    A registered list rather than package_facts: facts are deep-copied for every task on every
+    host, and Debian's few hundred packages made each later task of site.yml pay for them."""
+    lines = (listing or {}).get("stdout_lines") or []
+    installed = {
+        fields[1] for fields in (line.split() for line in lines) if len(fields) == 2 and fields[0] == "ii"
+    }
     return [name for name in packages if name not in installed]
 
 
