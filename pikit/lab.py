@@ -211,7 +211,9 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "/sbin/init",
             )
         emulated = any((node.arch or arch) != host_arch() for node in spec.nodes)
-        deadline = time.monotonic() + (300 if emulated else 60)
+        # Booting systemd in six containers takes ~15 s on an idle machine; make test starts this
+        # lab beside another, the unit tests and a Kafka on two cores, where 60 s was too short.
+        deadline = time.monotonic() + (300 if emulated else 180)
         for node in spec.nodes:
             _wait_for_ssh(node, deadline)
         for node in spec.nodes:

@@ -52,7 +52,7 @@ def matches(record: Any, device: str, header: str, release: str) -> bool:
 
 def find(
     consumer: Any, topic: str, device: str, header: str, release: str, since_ms: int, deadline: float
-) -> dict:
+) -> dict[str, Any]:
     partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
     if not partitions:
         raise LookupError(f"topic {topic} not found")
