@@ -28,7 +28,7 @@ def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]
 
 def pikit_packages_missing(packages: list[str], listing: Mapping[str, Any] | None) -> list[str]:
     """Those of `packages` that are not installed according to `listing`, common's registered
-    `dpkg-query --show --showformat='${db:Status-Abbrev}${Package}\\n'` (lines like `ii  nftables`):
+    `dpkg-query --show --showformat='${db:Status-Abbrev}${Package}\\n'` (lines like `ii nftables`):
     all of them when there is no listing (a role run without common), so that apt decides.
 
     A registered list rather than package_facts: facts are deep-copied for every task on every

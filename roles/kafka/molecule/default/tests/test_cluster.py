@@ -33,6 +33,7 @@ from pikit_testkit.molecule_lab import (
     producing,
     restarts,
 )
+from pikit_testkit.polling import wait_for
 
 from pikit import REPO
 from pikit.tlsscan import scan
@@ -201,16 +202,6 @@ def librdkafka_read(topic: str, password: str | None = None) -> list[bytes]:
     return values
 
 
-def _polled_until(consumer: KafkaConsumer, value: bytes, seconds: float) -> bool:
-    """Whether `consumer` reads a record holding `value` within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000).values():
-            if any(record.value == value for record in records):
-                return True
-    return False
-
-
 def test_a_scram_user_reads_what_its_acls_allow_with_kafka_python_and_librdkafka() -> None:
     marker = f"scram-check-{time.time()}".encode()
     producer = KafkaProducer(**ssl_options(), acks="all")
@@ -223,7 +214,12 @@ def test_a_scram_user_reads_what_its_acls_allow_with_kafka_python_and_librdkafka
         # Until the marker, not until a quiet spell: after the restarts of the tests before, the
         # group's coordinator may answer NotCoordinator for longer than any quiet spell (15 s was
         # too short beside the end-to-end lab at af7076d).
-        assert _polled_until(consumer, marker, 90), "kafka-python over SCRAM did not read it"
+        wait_for(
+            "kafka-python over SCRAM to read the marker",
+            lambda: any(r.value == marker for rs in consumer.poll(timeout_ms=1000).values() for r in rs),
+            timeout=90,
+            every=0,
+        )
     finally:
         consumer.close()
     assert marker in librdkafka_read("sensor-aggregates"), "librdkafka over SCRAM did not read it"
