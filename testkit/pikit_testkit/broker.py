@@ -41,10 +41,17 @@ def cached_jmx_exporter() -> Path:
 class LocalBroker:
     """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener, and
     with `sasl` as well a SASL_SSL listener taking SCRAM-SHA-512 (`sasl_address`). With `metrics`
-    it runs the kafka role's JMX exporter and rules, served at `metrics_url`."""
+    it runs the kafka role's JMX exporter and rules, served at `metrics_url`. A `short_lived`
+    broker (one test's) runs on C1 alone with one GC thread: C2 spent a large share of such a
+    JVM's CPU compiling code that a broker of a minute never repays. Benchmarks keep the defaults."""
 
     def __init__(
-        self, work: Path, tls: tuple[Path, Path] | None = None, sasl: bool = False, metrics: bool = False
+        self,
+        work: Path,
+        tls: tuple[Path, Path] | None = None,
+        sasl: bool = False,
+        metrics: bool = False,
+        short_lived: bool = False,
     ) -> None:
         assert tls or not sasl, "the SASL_SSL listener needs tls"
         self.work = work
@@ -102,15 +109,17 @@ class LocalBroker:
                 ]
             )
         )
-        self.java = ["java", "-Xmx384m", "-cp", f"{self.home}/libs/*"]
+        quick = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+        self.java = ["java", "-Xmx384m", *(quick if short_lived else []), "-cp", f"{self.home}/libs/*"]
         self.metrics_url, self.agent = "", []
         if metrics:
             port = free_port()
             rules = REPO / "roles/kafka/files/jmx-exporter.yml"
             self.metrics_url = f"http://127.0.0.1:{port}/metrics"
             self.agent = [f"-javaagent:{cached_jmx_exporter()}=127.0.0.1:{port}:{rules}"]
+        tool = [*self.java, *([] if short_lived else quick), "kafka.tools.StorageTool"]
         subprocess.run(
-            [*self.java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", self.props],
+            [*tool, "format", "-t", str(uuid.uuid4()), "-c", self.props],
             check=True,
             capture_output=True,
         )

@@ -18,7 +18,7 @@ __all__ = ["LocalBroker", "free_port"]
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    local = LocalBroker(tmp_path_factory.mktemp("kafka"))
+    local = LocalBroker(tmp_path_factory.mktemp("kafka"), short_lived=True)
     local.start()
     yield local.address
     local.stop()
@@ -27,7 +27,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture()
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A broker of the test's own, which it may stop and start."""
-    local = LocalBroker(tmp_path_factory.mktemp("kafka-own"))
+    local = LocalBroker(tmp_path_factory.mktemp("kafka-own"), short_lived=True)
     local.start()
     yield local
     if local.proc is not None:

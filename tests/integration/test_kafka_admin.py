@@ -226,7 +226,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Loca
     ca, bundle = work / "ca.crt", work / "bench.pem"
     ca.write_bytes(pem(None, certificate("it CA", ca_key, "it CA", ca_key, ca=True)))
     bundle.write_bytes(pem(key, certificate("bench", key, "it CA", ca_key, ip="127.0.0.1")))
-    local = LocalBroker(work / "kafka", tls=(bundle, ca), sasl=True)
+    local = LocalBroker(work / "kafka", tls=(bundle, ca), sasl=True, short_lived=True)
     local.start()
     yield local, ca, bundle
     local.stop()

@@ -17,7 +17,7 @@ RECORDS = 500
 
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Sample]]:
-    broker = LocalBroker(Path(tmp_path_factory.mktemp("kafka-metrics")), metrics=True)
+    broker = LocalBroker(Path(tmp_path_factory.mktemp("kafka-metrics")), metrics=True, short_lived=True)
     broker.start()
     try:
         producer = KafkaProducer(bootstrap_servers=broker.address, acks="all")

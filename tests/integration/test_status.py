@@ -29,7 +29,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Site
     (pki / "issued/edge-1-edge-agent.crt").write_bytes(
         pem(None, certificate("edge-1", device_key, "it CA", ca_key, days=10))
     )
-    broker = LocalBroker(tmp_path / "kafka", tls=(bundle, pki / "ca.crt"))
+    broker = LocalBroker(tmp_path / "kafka", tls=(bundle, pki / "ca.crt"), short_lived=True)
     broker.start()
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(

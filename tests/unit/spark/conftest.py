@@ -17,6 +17,9 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "512m")
+        # C1 only: these short sessions ran the C2 compiler threads for about half of the
+        # JVM's CPU time, compiling code that a small test frame never runs long enough to repay.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
