@@ -164,7 +164,9 @@ def test_phases() -> list[Phase | Beside]:
     beside the other molecule scenarios: each runs its own lab, on its own subnet and names, and
     the end-to-end suite spends minutes waiting out its faults. Measured from a fresh clone on 2
     cores (a942b75): the first set 504 s, the second 2,102 s (the end-to-end lane; molecule 2,039 s).
-    CI: 2,507 s (99bc440), 2,872 s (89b51a3).
+    CI: 2,507 s (99bc440), 2,872 s (89b51a3), 2,576 s (fdff220). From a fresh clone at 30804ee
+    (test JVMs on C1): the first set 383 s, the second 1,551 s, 1,934 s in all (fdff220: 484 s,
+    1,634 s, 2,118 s).
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
