@@ -109,17 +109,19 @@ class LocalBroker:
                 ]
             )
         )
+        # C1 alone and one GC thread: for JVMs that live seconds to minutes (every tool run).
         quick = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-        self.java = ["java", "-Xmx384m", *(quick if short_lived else []), "-cp", f"{self.home}/libs/*"]
+        launcher, classpath = ["java", "-Xmx384m"], ["-cp", f"{self.home}/libs/*"]
+        self.java = [*launcher, *(quick if short_lived else []), *classpath]
         self.metrics_url, self.agent = "", []
         if metrics:
             port = free_port()
             rules = REPO / "roles/kafka/files/jmx-exporter.yml"
             self.metrics_url = f"http://127.0.0.1:{port}/metrics"
             self.agent = [f"-javaagent:{cached_jmx_exporter()}=127.0.0.1:{port}:{rules}"]
-        tool = [*self.java, *([] if short_lived else quick), "kafka.tools.StorageTool"]
+        storage_tool = [*launcher, *quick, *classpath, "kafka.tools.StorageTool"]
         subprocess.run(
-            [*tool, "format", "-t", str(uuid.uuid4()), "-c", self.props],
+            [*storage_tool, "format", "-t", str(uuid.uuid4()), "-c", self.props],
             check=True,
             capture_output=True,
         )
