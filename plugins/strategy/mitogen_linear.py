@@ -101,7 +101,7 @@ def false_condition(host: Any, task: Any, task_vars: dict[str, Any], play_contex
         return None
     # Most conditions hold, and a worker decides them again: a first look on the task's variables
     # alone sends those on cheaply. Only a condition that looks false is decided the worker's way.
-    if _decide(task, task_vars, loader) is None:
+    if _decide(task, task_vars) is None:
         return None
     templar = TemplateEngine(loader=loader, variables=task_vars)
     try:
@@ -113,10 +113,10 @@ def false_condition(host: Any, task: Any, task_vars: dict[str, Any], play_contex
         context.update_vars(variables)
     except Exception:
         return None
-    return _decide(task, variables, loader)
+    return _decide(task, variables)
 
 
-def _decide(task: Any, variables: dict[str, Any], loader: Any) -> Any:
+def _decide(task: Any, variables: dict[str, Any]) -> Any:
     """The task's first false condition on these variables; None if all hold, or on any doubt."""
     outcome: dict[str, Any] = {}
     try:
