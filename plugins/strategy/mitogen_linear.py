@@ -41,6 +41,7 @@ from ansible._internal._templating._engine import TemplateEngine
 from ansible.executor.task_executor import TaskExecutor
 from ansible.executor.task_result import _RawTaskResult
 from ansible.plugins.loader import filter_loader, get_plugin_loader_namespace, test_loader
+from ansible.utils.fqcn import add_internal_fqcns
 
 _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
@@ -70,11 +71,7 @@ def warm_before_fork() -> None:
     ansible_mitogen.planner._load_collections = _load_collections
 
 
-_CONTROLLER_ONLY = frozenset(
-    f"{prefix}{action}"
-    for action in ("set_fact", "assert", "debug", "validate_argument_spec")
-    for prefix in ("", "ansible.builtin.", "ansible.legacy.")
-)
+_CONTROLLER_ONLY = frozenset(add_internal_fqcns(("set_fact", "assert", "debug", "validate_argument_spec")))
 
 
 def _plain(task: Any) -> bool:
