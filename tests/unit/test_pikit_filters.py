@@ -48,3 +48,15 @@ def test_packages_missing_are_those_dpkg_does_not_list_as_installed() -> None:
     assert missing(["nftables"], listing) == []
     assert missing(["nftables", "chrony"], {}) == ["nftables", "chrony"], "no listing: apt decides"
     assert missing(["nftables"], None) == ["nftables"]
+
+
+def test_artifacts_missing_are_those_absent_from_any_listing() -> None:
+    missing = load().pikit_artifacts_missing
+    artifacts = ["spark/pyspark-4.2.0.whl", "spark/connector.tgz", "agent/kafka_python.whl"]
+    full = {"files": [{"path": "/opt/spark/dist/" + a.split("/")[1]} for a in artifacts]}
+    partial = {"files": [{"path": "/opt/spark/dist/connector.tgz"}, {"path": "/opt/spark/current"}]}
+    assert missing(artifacts, [full]) == []
+    assert missing(artifacts, [partial]) == ["spark/pyspark-4.2.0.whl", "agent/kafka_python.whl"]
+    assert missing(artifacts, [full, partial]) == ["spark/pyspark-4.2.0.whl", "agent/kafka_python.whl"]
+    assert missing(artifacts, [{"files": []}]) == artifacts
+    assert missing(artifacts, []) == []

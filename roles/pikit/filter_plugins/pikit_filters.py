@@ -40,6 +40,21 @@ def pikit_packages_missing(packages: list[str], listing: Mapping[str, Any] | Non
     return [name for name in packages if name not in installed]
 
 
+def pikit_artifacts_missing(artifacts: list[str], listings: list[Mapping[str, Any]]) -> list[str]:
+    """Those of `artifacts` (cache paths like `spark/x.whl`) whose file name is absent from at
+    least one of `listings`, registered `find` results of the nodes' download directories: for
+    one node, what to copy to it; for the play's nodes, which cached files to checksum first.
+
+    A file there is the right one: its name carries its pinned version, and copy writes it whole
+    or not at all."""
+    present = [{_file_name(entry["path"]) for entry in listing.get("files", [])} for listing in listings]
+    return [path for path in artifacts if any(_file_name(path) not in names for names in present)]
+
+
+def _file_name(path: object) -> str:
+    return str(path).rsplit("/", 1)[-1]
+
+
 def pikit_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, dict[str, Any]]:
     """Each role's defaults as written, for the filters that read other roles' ports from them
     (pikit/service_ports.py)."""
@@ -54,4 +69,5 @@ class FilterModule:
             "pikit_device_signing_keys": pikit_device_signing_keys,
             "pikit_packages_missing": pikit_packages_missing,
             "pikit_role_defaults": pikit_role_defaults,
+            "pikit_artifacts_missing": pikit_artifacts_missing,
         }
