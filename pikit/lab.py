@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pikit import REPO
-from pikit.lab_image import ensure_image, host_arch, lab_home, ssh_key
+from pikit.lab_image import DEFAULT_SUITE, SUITES, ensure_image, host_arch, lab_home, ssh_key
 from pikit.phases import die, phase, run, say
 
 DEFAULT_LAB = "pikit-lab"
@@ -54,7 +54,7 @@ class LabSpec:
     name: str
     subnet: str
     nodes: tuple[Node, ...]
-    suite: str = "bookworm"
+    suite: str = DEFAULT_SUITE
 
     def validate(self) -> None:
         net = ipaddress.ip_network(self.subnet)
@@ -87,13 +87,19 @@ def spec_from_inventory(inventory: Path) -> LabSpec:
     return LabSpec(
         name=any_vars["lab_name"],
         subnet=any_vars["lab_subnet"],
-        suite=any_vars.get("lab_suite", "bookworm"),
+        suite=_suite(inventory, any_vars.get("lab_suite", DEFAULT_SUITE)),
         # `lab_tmpfs: {path: size}`, as a molecule platform gives it: the node's small data disk.
         nodes=tuple(
             Node(h, v["ansible_host"], tuple(sorted(v.get("lab_tmpfs", {}).items())))
             for h, v in sorted(hostvars.items())
         ),
     )
+
+
+def _suite(inventory: Path, suite: str) -> str:
+    if suite not in SUITES:
+        die(f"inventory {inventory}: lab_suite is {suite!r}; the lab builds {' or '.join(SUITES)}")
+    return suite
 
 
 def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -197,6 +203,11 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--systemd=always",
                 # The firewall role loads nftables rules into the node's own network namespace.
                 "--cap-add=NET_ADMIN",
+                # systemd sets up a unit's sandbox (PrivateDevices=, ProtectSystem=, PrivateTmp=)
+                # in mount namespaces, as PID 1 of a Pi does; its container interface asks that
+                # the container keep CAP_SYS_ADMIN for this. Without it, Bookworm's systemd 252
+                # ran the units unsandboxed, and Trixie's 257 refuses to start them.
+                "--cap-add=SYS_ADMIN",
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
                 *netns_sysctls(),
@@ -251,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     p_up.add_argument("--inventory", type=Path, default=REPO / "inventory/lab")
     p_up.add_argument("--lab", help="lab name (with --node: not read from an inventory)")
     p_up.add_argument("--subnet")
-    p_up.add_argument("--suite", default="bookworm")
+    p_up.add_argument("--suite", default=DEFAULT_SUITE, choices=SUITES)
     p_up.add_argument("--node", action="append", default=[], metavar="NAME=IP")
     p_up.add_argument(
         "--tmpfs",

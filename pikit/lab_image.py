@@ -17,6 +17,11 @@ from pathlib import Path
 
 from pikit.phases import exclusive, phase, run, say
 
+# What Raspberry Pi Imager installs today (Raspberry Pi OS on Debian 13); Bookworm (12) stays
+# proven in `make test-ops`. A lab's inventory picks one with `lab_suite`.
+DEFAULT_SUITE = "trixie"
+SUITES = ("bookworm", "trixie")
+
 PACKAGES = [
     "systemd",
     "systemd-sysv",
@@ -146,7 +151,7 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     os.utime(rootfs / "var/lib/apt/lists", (0, 0))
 
 
-def ensure_image(suite: str = "bookworm", arch: str | None = None) -> str:
+def ensure_image(suite: str = DEFAULT_SUITE, arch: str | None = None) -> str:
     """Return the image name, building it only when the recipe changed."""
     arch = arch or host_arch()
     image = image_name(suite, arch)

@@ -90,6 +90,8 @@ from pikit.topic import mtls_client, read_to_end
 
 LAB = "pikit-e2e"
 SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."
+# The OS release of the lab's nodes; `make test-ops` runs the suite again on the one before.
+SUITE = os.environ.get("PIKIT_E2E_SUITE", lab_image.DEFAULT_SUITE)
 BROKERS = ["e2e-pi-1", "e2e-pi-2", "e2e-pi-3"]
 MASTER = "e2e-pi-4"
 EDGES = ["e2e-edge-1", "e2e-edge-2"]
@@ -201,6 +203,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         text = re.sub(
             r"(?m)^pikit_device_signing_extra: .*$", f"pikit_device_signing_extra: {SYNTHETIC}", text
         )
+        text = re.sub(r"(?m)^lab_suite: .*$", f"lab_suite: {SUITE}", text)
         path.write_text(re.sub(r"(?m)^lab_name: .*$", f"lab_name: {LAB}", text))
     site = Site(root)
     lab.down(LAB)
@@ -330,7 +333,7 @@ def test_the_firewall_drops_a_stranger_and_lets_the_cluster_through(site: Site) 
     """A container on the lab's network that is in no inventory group reaches SSH and nothing of
     Kafka or Spark; the cluster's own traffic is the rest of this suite, run behind the firewall."""
     stranger = f"{LAB}-stranger"
-    image = lab_image.ensure_image()
+    image = lab_image.ensure_image(SUITE)
     probes = [
         ("broker", f"{SUBNET_TO}11", 9092),
         ("quorum", f"{SUBNET_TO}11", 9093),

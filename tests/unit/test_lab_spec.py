@@ -18,7 +18,20 @@ def test_lab_inventory_describes_the_lab() -> None:
     assert {"pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2"} <= names
     disks = {n.name: n.tmpfs for n in spec.nodes if n.tmpfs}
     assert disks == {broker: (("/srv/pikit/kafka", "512m"),) for broker in ("pi-1", "pi-2", "pi-3")}
+    assert spec.suite == "trixie"
     spec.validate()
+
+
+def test_a_release_the_lab_cannot_build_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  hosts:\n    pi-1: {ansible_host: 10.89.90.11}\n"
+        "  vars: {lab_name: x, lab_subnet: 10.89.90.0/24, lab_suite: bullseye}\n"
+    )
+    with pytest.raises(SystemExit):
+        spec_from_inventory(tmp_path / "hosts.yml")
+    assert "lab_suite is 'bullseye'; the lab builds bookworm or trixie" in capsys.readouterr().err
 
 
 def test_address_outside_the_subnet_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
