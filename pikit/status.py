@@ -7,7 +7,10 @@ Each part is read the way its own tools read it, never from a node's shell:
   endpoint (spark_apps/pikit_spark/metrics.py);
 - each agent from what it sent: the records of the last `lookback` in the readings topic carry the
   device's key, its release and its spool depth in headers, and the broker's timestamp. A device
-  behind NAT or a cellular link is seen as well as one on the LAN.
+  behind NAT or a cellular link is seen as well as one on the LAN;
+- each node's OS release from its node exporter (`node_os_info`, /etc/os-release): a fleet moving
+  from Bookworm to Trixie one Pi at a time shows where it stands. A node whose exporter does not
+  answer is shown as unknown, not as a problem: a device may be out of the controller's reach.
 Anything unhealthy becomes a problem with its reason; `healthy` is true when there is none.
 """
 
@@ -16,8 +19,10 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
 import urllib.request
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +61,7 @@ class Status:
     brokers: list[Part]
     spark: list[Part]
     agents: list[Part]
+    nodes: list[Part] = field(default_factory=list)
 
     def parts(self) -> list[tuple[str, Part]]:
         return [
@@ -63,6 +69,7 @@ class Status:
             *(("broker", p) for p in self.brokers),
             *(("spark", p) for p in self.spark),
             *(("agent", p) for p in self.agents),
+            *(("node", p) for p in self.nodes),
         ]
 
     @property
@@ -73,7 +80,7 @@ class Status:
         out = asdict(self)
         out["healthy"] = not self.problems
         out["problems"] = self.problems
-        for section in ("brokers", "spark", "agents"):
+        for section in ("brokers", "spark", "agents", "nodes"):
             for part in out[section]:
                 part["healthy"] = not part["problems"]
         out["quorum"]["healthy"] = not self.quorum.problems
@@ -359,6 +366,37 @@ def _certificate_expiry(path: Path) -> float | None:
     return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc.timestamp()
 
 
+def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] | None:
+    """The node's /etc/os-release as its node exporter reports it (`node_os_info`), or None when
+    the exporter does not answer."""
+    try:
+        samples = scrape(f"http://{address}:{port}/metrics", timeout=timeout)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    info = next((s.labels for s in samples if s.name == "node_os_info"), None)
+    return dict(info) if info is not None else None
+
+
+def node_parts(site: Site) -> list[Part]:
+    hosts = sorted(site.hosts("all"))
+    port = int(site.setting("common_node_exporter_port", "common"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        releases = list(pool.map(lambda host: os_release(site.address(host), port), hosts))
+    parts = []
+    for host, release in zip(hosts, releases, strict=True):
+        part = Part(host, {"address": site.address(host)})
+        if release is None:
+            part.details["os"] = f"unknown: no node exporter answers on port {port}"
+        else:
+            part.details.update(
+                os=release.get("pretty_name") or release.get("name", "?"),
+                os_version_id=release.get("version_id", ""),
+                os_codename=release.get("version_codename", ""),
+            )
+        parts.append(part)
+    return parts
+
+
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
     pki = site.state_dir / "pki"
     reachable = listening_brokers(site)
@@ -370,6 +408,7 @@ def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) ->
         brokers=brokers,
         spark=spark_parts(site),
         agents=agent_parts(site, pki, reachable, silent_after, lookback),
+        nodes=node_parts(site),
     )
 
 

@@ -64,6 +64,8 @@ def describe(kind: str, part: Part) -> str:
         if "certificate_days_left" in d:
             bits.append(f"certificate {d['certificate_days_left']:.0f} days")
         return "  ".join(bits)
+    if kind == "node":
+        return f"{d.get('address', '')}  {d.get('os', '?')}"
     return ""
 
 
@@ -74,7 +76,13 @@ def text(status: Status, color: bool) -> str:
     problems = status.problems
     verdict = paint(GREEN, "HEALTHY") if not problems else paint(RED, f"{len(problems)} PROBLEMS")
     lines = [paint(BOLD, f"pikit status  {status.site}  {stamp(status.checked_at)}") + f"  {verdict}"]
-    sections = {"quorum": "Kafka quorum", "broker": "Kafka brokers", "spark": "Spark", "agent": "Edge agents"}
+    sections = {
+        "quorum": "Kafka quorum",
+        "broker": "Kafka brokers",
+        "spark": "Spark",
+        "agent": "Edge agents",
+        "node": "Nodes (OS release)",
+    }
     last = ""
     for kind, part in status.parts():
         if kind != last:

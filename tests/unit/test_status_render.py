@@ -80,3 +80,17 @@ def test_healthy_says_so() -> None:
     assert "HEALTHY" in text(status, color=False)
     assert status.as_dict()["healthy"] is True
     assert "pikit status: healthy" in page(status)
+
+
+def test_each_node_shows_its_os_release_and_an_unknown_one_is_no_problem() -> None:
+    status = _status(problem=False)
+    status.nodes = [
+        Part("pi-1", {"address": "10.0.0.11", "os": "Debian GNU/Linux 13 (trixie)"}),
+        Part("pi-2", {"address": "10.0.0.12", "os": "Debian GNU/Linux 12 (bookworm)"}),
+        Part("edge-1", {"address": "10.0.0.21", "os": "unknown: no node exporter answers on port 9100"}),
+    ]
+    screen = text(status, color=False)
+    assert "Nodes (OS release)" in screen
+    assert "ok  pi-1" in screen and "10.0.0.11  Debian GNU/Linux 13 (trixie)" in screen
+    assert "10.0.0.12  Debian GNU/Linux 12 (bookworm)" in screen
+    assert "HEALTHY" in screen and status.as_dict()["nodes"][2]["healthy"] is True

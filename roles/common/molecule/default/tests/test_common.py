@@ -24,14 +24,19 @@ def groups(host: Any) -> set[str]:
     return set(host.ansible.get_variables()["group_names"])
 
 
+# Raspberry Pi OS's Java, by Debian release: Bookworm (12) 17, Trixie (13) 21.
+JAVA_BY_RELEASE = {"12": "17", "13": "21"}
+
+
 def test_java_only_on_jvm_nodes(host: Any, groups: set[str]) -> None:
+    java_major = JAVA_BY_RELEASE[host.system_info.release.split(".")[0]]
     java = host.run("java -version")
     if groups & JVM_GROUPS:
         assert java.rc == 0, java.stderr
-        assert 'version "17.' in java.stderr
+        assert f'version "{java_major}.' in java.stderr
     else:
         assert java.rc != 0
-        assert not host.package("openjdk-17-jre-headless").is_installed
+        assert not host.package(f"openjdk-{java_major}-jre-headless").is_installed
 
 
 @pytest.mark.parametrize("user", sorted(USER_GROUPS))
