@@ -167,7 +167,8 @@ def test_phases() -> list[Phase | Beside]:
     CI: 2,507 s (99bc440), 2,872 s (89b51a3), 2,576 s (fdff220). From a fresh clone at 30804ee
     (test JVMs on C1): the first set 383 s, the second 1,551 s, 1,934 s in all (fdff220: 484 s,
     1,634 s, 2,118 s). At 940970f (the strategy answers host-tasks without workers): 391 s,
-    1,488 s, 1,879 s in all; d36d81c: 392 s, 1,444 s, 1,836 s. CI: 1,982 s (0f999c1).
+    1,488 s, 1,879 s in all; d36d81c: 392 s, 1,444 s, 1,836 s. CI: 1,982 s (0f999c1), 1,813 s
+    (734cfed). The labs on Trixie (72f9502): 393 s, 1,411 s, 1,803 s in all.
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
