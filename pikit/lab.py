@@ -47,6 +47,9 @@ class Node:
     tmpfs: tuple[tuple[str, str], ...] = ()
     # The node's own architecture (emulated under qemu-user where it is not the host's), else the lab's.
     arch: str | None = None
+    # The node's own OS release (`lab_suite` set for the host), else the lab's: a fleet moving from
+    # Bookworm to Trixie one Pi at a time.
+    suite: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,10 +90,15 @@ def spec_from_inventory(inventory: Path) -> LabSpec:
     return LabSpec(
         name=any_vars["lab_name"],
         subnet=any_vars["lab_subnet"],
-        suite=_suite(inventory, any_vars.get("lab_suite", DEFAULT_SUITE)),
+        suite=DEFAULT_SUITE,
         # `lab_tmpfs: {path: size}`, as a molecule platform gives it: the node's small data disk.
         nodes=tuple(
-            Node(h, v["ansible_host"], tuple(sorted(v.get("lab_tmpfs", {}).items())))
+            Node(
+                h,
+                v["ansible_host"],
+                tuple(sorted(v.get("lab_tmpfs", {}).items())),
+                suite=_suite(inventory, v.get("lab_suite", DEFAULT_SUITE)),
+            )
             for h, v in sorted(hostvars.items())
         ),
     )
@@ -177,7 +185,11 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
     spec.validate()
     arch = arch or host_arch()
     ssh_key()
-    images = {a: ensure_image(spec.suite, a) for a in sorted({node.arch or arch for node in spec.nodes})}
+
+    def image_of(node: Node) -> tuple[str, str]:
+        return node.suite or spec.suite, node.arch or arch
+
+    images = {key: ensure_image(*key) for key in sorted({image_of(node) for node in spec.nodes})}
     with phase(f"lab {spec.name}: {len(spec.nodes)} nodes on {spec.subnet}"):
         _ensure_network(spec)
         volume = _ensure_shared_volume(spec)
@@ -218,7 +230,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 f"{LABEL}={spec.name}",
                 "--arch",
                 node.arch or arch,
-                images[node.arch or arch],
+                images[image_of(node)],
                 "/sbin/init",
             )
         emulated = any((node.arch or arch) != host_arch() for node in spec.nodes)

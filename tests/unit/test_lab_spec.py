@@ -18,8 +18,18 @@ def test_lab_inventory_describes_the_lab() -> None:
     assert {"pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2"} <= names
     disks = {n.name: n.tmpfs for n in spec.nodes if n.tmpfs}
     assert disks == {broker: (("/srv/pikit/kafka", "512m"),) for broker in ("pi-1", "pi-2", "pi-3")}
-    assert spec.suite == "trixie"
+    assert {n.suite for n in spec.nodes} == {"trixie"}
     spec.validate()
+
+
+def test_a_node_may_run_its_own_release(tmp_path: Path) -> None:
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  hosts:\n    pi-1: {ansible_host: 10.89.90.11, lab_suite: bookworm}\n"
+        "    pi-2: {ansible_host: 10.89.90.12}\n"
+        "  vars: {lab_name: x, lab_subnet: 10.89.90.0/24, lab_suite: trixie}\n"
+    )
+    spec = spec_from_inventory(tmp_path / "hosts.yml")
+    assert {n.name: n.suite for n in spec.nodes} == {"pi-1": "bookworm", "pi-2": "trixie"}
 
 
 def test_a_release_the_lab_cannot_build_is_refused_naming_it(
