@@ -378,13 +378,13 @@ def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] 
 
 
 def node_parts(site: Site) -> list[Part]:
-    hosts = sorted(site.hosts("all"))
+    addresses = {host: site.address(host) for host in sorted(site.hosts("all"))}
     port = int(site.setting("common_node_exporter_port", "common"))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        releases = list(pool.map(lambda host: os_release(site.address(host), port), hosts))
+        releases = list(pool.map(lambda address: os_release(address, port), addresses.values()))
     parts = []
-    for host, release in zip(hosts, releases, strict=True):
-        part = Part(host, {"address": site.address(host)})
+    for (host, address), release in zip(addresses.items(), releases, strict=True):
+        part = Part(host, {"address": address})
         if release is None:
             part.details["os"] = f"unknown: no node exporter answers on port {port}"
         else:

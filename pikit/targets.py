@@ -115,6 +115,13 @@ def molecule_scenarios() -> list[tuple[str, str]]:
     return found
 
 
+def _e2e(*pytest_args: str, env: dict[str, str] | None = None) -> Step:
+    """The end-to-end suite (tests/e2e) on its own lab, its ten slowest tests named."""
+    return _cmd(
+        VENV_BIN / "python", "-m", "pytest", "-q", "-s", DURATIONS, *pytest_args, "tests/e2e", env=env
+    )
+
+
 def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> Step:
     return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail, env)
 
@@ -193,7 +200,7 @@ def test_phases() -> list[Phase | Beside]:
     # builds it: debootstrap, mostly waiting on the network), to even the lanes out.
     light = [phase for phase in molecule if phase[0] in LIGHT_SCENARIOS]
     image_light = [("lab image", _cmd(python, "-m", "pikit.lab", "image")), *light]
-    e2e_tests = _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "-m", "not ops", "tests/e2e")
+    e2e_tests = _e2e("-m", "not ops")
     return [
         Beside([unit, integration, lint_phases(), image_light]),
         Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], [p for p in molecule if p not in light]]),
@@ -207,26 +214,11 @@ def ops_phases() -> list[tuple[str, Step]]:
     lab's default (Trixie)."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
-    python = VENV_BIN / "python"
     return [(f"molecule {r}/{s}", _molecule(r, s, {"KAFKA_TEST_OPS": "1"})) for r, s in OPS_SCENARIOS] + [
-        (
-            "end-to-end with the ops scenarios",
-            _cmd(python, "-m", "pytest", "-q", "-s", DURATIONS, "tests/e2e"),
-        ),
+        ("end-to-end with the ops scenarios", _e2e()),
         (
             "end-to-end on Bookworm (Raspberry Pi OS before Trixie)",
-            _cmd(
-                python,
-                "-m",
-                "pytest",
-                "-q",
-                "-s",
-                DURATIONS,
-                "-m",
-                "not ops",
-                "tests/e2e",
-                env={"PIKIT_E2E_SUITE": "bookworm"},
-            ),
+            _e2e("-m", "not ops", env={"PIKIT_E2E_SUITE": "bookworm"}),
         ),
     ]
 
