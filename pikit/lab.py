@@ -6,6 +6,7 @@ molecule's create/destroy playbooks and the tests all call it.
     python -m pikit.lab up   [--inventory inventory/lab] [--arch arm64]
     python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...] [--tmpfs name:path:size ...]
                              [--node-arch name=armhf ...]
+    python -m pikit.lab reflash NODE [NODE ...] [--inventory inventory/lab] [--suite trixie]
     python -m pikit.lab down [--lab NAME | --all]
     python -m pikit.lab status
 """
@@ -20,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +244,19 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
             say(f"{node.name:<16} {node.ip}")
 
 
+def reflash(spec: LabSpec, names: list[str], suite: str | None = None) -> None:
+    """Re-flash Pis: each container removed and started again from the image, so with the same name
+    and address and an empty disk, as a Pi whose SD card was replaced or re-flashed with a newer
+    Raspberry Pi OS (`suite`; else the node's own). The rest of the lab keeps running."""
+    unknown = sorted(set(names) - {node.name for node in spec.nodes})
+    if unknown:
+        die(f"lab {spec.name} has no node {', '.join(unknown)}")
+    with phase(f"re-flash {', '.join(names)}" + (f" with {suite}" if suite else "")):
+        _remove_containers([name for name in names if name in _running_containers(spec.name)], spec.name)
+    nodes = tuple(replace(node, suite=suite) if suite and node.name in names else node for node in spec.nodes)
+    up(replace(spec, nodes=nodes))
+
+
 def down(lab: str | None) -> None:
     with phase(f"remove lab {lab or '(all pikit labs)'}"):
         names = list(_running_containers(lab))
@@ -287,6 +301,10 @@ def main(argv: list[str] | None = None) -> None:
     p_up.add_argument(
         "--node-arch", action="append", default=[], metavar="NAME=ARCH", help="NAME's own architecture"
     )
+    p_reflash = sub.add_parser("reflash", help="start nodes again from the image, with empty disks")
+    p_reflash.add_argument("nodes", nargs="+", metavar="NODE")
+    p_reflash.add_argument("--inventory", type=Path, default=REPO / "inventory/lab")
+    p_reflash.add_argument("--suite", choices=SUITES, help="the release flashed (default: the node's own)")
     p_down = sub.add_parser("down", help="remove a lab's containers and network")
     p_down.add_argument("--lab", default=DEFAULT_LAB)
     p_down.add_argument("--all", action="store_true", help="every pikit lab on this machine")
@@ -311,6 +329,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             spec = spec_from_inventory(args.inventory)
         up(spec, args.arch)
+    elif args.command == "reflash":
+        reflash(spec_from_inventory(args.inventory), args.nodes, args.suite)
     elif args.command == "down":
         down(None if args.all else args.lab)
     elif args.command == "image":

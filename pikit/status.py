@@ -199,12 +199,18 @@ def _json(url: str, timeout: float = 5.0) -> Any:
 
 
 def worker_parts(
-    registrations: list[dict[str, Any]], hosts_by_address: dict[str, str], decommissioned: set[str]
+    registrations: list[dict[str, Any]],
+    hosts_by_address: dict[str, str],
+    decommissioned: set[str],
+    held_out: dict[str, str] | None = None,
 ) -> list[Part]:
     """One part per worker host from the master's registrations (`/json/` workers). A worker that
     restarted or came back into service registers again under a new id and its old registration
     stays DEAD for a while: the live one speaks for the host. A worker the inventory took out of
-    service (spark_workers_decommissioned) is expected to be gone; one still ALIVE is not."""
+    service (spark_workers_decommissioned), or that the spark role holds out for running another
+    Raspberry Pi OS release than the master (`held_out`: host -> why), is expected to be gone; one
+    still ALIVE is not."""
+    held_out = held_out or {}
     by_host: dict[str, dict[str, Any]] = {}
     for worker in registrations:
         host = hosts_by_address.get(worker["host"], worker["host"])
@@ -216,12 +222,13 @@ def worker_parts(
         part = Part(f"worker {host}")
         if found is not None:
             part.details.update(state=found["state"], cores=found["cores"], cores_used=found["coresused"])
-        if host in decommissioned:
+        if host in decommissioned or host in held_out:
             part.details["in_service"] = False
+            if host in held_out:
+                part.details["held_out"] = held_out[host]
+            why = "spark_workers_decommissioned lists it" if host in decommissioned else held_out[host]
             if found is not None and found["state"] == "ALIVE":
-                part.problems.append(
-                    "ALIVE, but spark_workers_decommissioned lists it: playbooks/spark.yml not run"
-                )
+                part.problems.append(f"ALIVE, but {why}: playbooks/spark.yml not run")
         elif found is None:
             part.details["state"] = "missing"
             part.problems.append("not registered with the master")
@@ -231,7 +238,22 @@ def worker_parts(
     return parts
 
 
-def spark_parts(site: Site) -> list[Part]:
+def held_out_workers(workers: list[str], master: str, nodes: list[Part]) -> dict[str, str]:
+    """The workers that run another OS release than the master, where the apps' drivers run: PySpark
+    refuses executors of another Python minor version, and each Raspberry Pi OS release pins one
+    (the spark role holds these workers out). A node whose release is unknown is not judged."""
+    release = {n.name: str(n.details.get("os_version_id", "")) for n in nodes}
+    name = {n.name: str(n.details.get("os", "")) for n in nodes}
+    if not release.get(master):
+        return {}
+    return {
+        w: f"it runs {name[w]}, the master {master} {name[master]} (PySpark needs one Python on both)"
+        for w in workers
+        if release.get(w) and release[w] != release[master]
+    }
+
+
+def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
     masters = site.hosts(str(site.setting("pikit_spark_master_group", "pikit")))
     if not masters:
         return []
@@ -249,7 +271,8 @@ def spark_parts(site: Site) -> list[Part]:
         site.address(h): h for h in site.hosts(str(site.setting("pikit_spark_worker_group", "pikit")))
     }
     decommissioned = set(site.setting("spark_workers_decommissioned", "spark", masters[0]) or [])
-    parts += worker_parts(state["workers"], hosts_by_address, decommissioned)
+    held_out = held_out_workers(sorted(hosts_by_address.values()), masters[0], nodes or [])
+    parts += worker_parts(state["workers"], hosts_by_address, decommissioned, held_out)
     apps = site.setting("spark_apps", "spark", masters[0])
     running = {app["name"]: app for app in state.get("activeapps", [])}
     for name in site.setting("spark_site_apps", "spark", masters[0]):
@@ -401,14 +424,15 @@ def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) ->
     pki = site.state_dir / "pki"
     reachable = listening_brokers(site)
     quorum, brokers = kafka_parts(site, pki, reachable)
+    nodes = node_parts(site)
     return Status(
         site=str(site.inventory),
         checked_at=time.time(),
         quorum=quorum,
         brokers=brokers,
-        spark=spark_parts(site),
+        spark=spark_parts(site, nodes),
         agents=agent_parts(site, pki, reachable, silent_after, lookback),
-        nodes=node_parts(site),
+        nodes=nodes,
     )
 
 

@@ -37,7 +37,9 @@ def describe(kind: str, part: Part) -> str:
         )
     if kind == "spark":
         bits = [str(d[k]) for k in ("state",) if k in d]
-        if d.get("in_service") is False:
+        if d.get("held_out"):
+            bits.append(f"held out of service: {d['held_out']}")
+        elif d.get("in_service") is False:
             bits.append("out of service (spark_workers_decommissioned)")
         if "cores" in d:
             bits.append(

@@ -149,3 +149,43 @@ def test_sasl_and_plaintext_listeners_only_when_their_port_is_set() -> None:
     assert both["protocol_map"].endswith(",SASL:SASL_SSL,PLAINTEXT:PLAINTEXT")
     controller = filters.kafka_listeners("h", False, True, {**PORTS, "sasl": 9096})
     assert "SASL://" not in controller["listeners"] and "SASL:SASL_SSL" in controller["protocol_map"]
+
+
+def _controllers(**directories: str) -> list[dict[str, object]]:
+    return [
+        {"inventory_hostname": h, "kafka_node": {"id": i}, "_kafka_found_directory_id": d}
+        for i, (h, d) in enumerate(directories.items(), start=1)
+    ]
+
+
+def test_a_quorum_of_its_own_controllers_changes_nothing() -> None:
+    voters = {"1": "A", "2": "B", "3": "C"}
+    assert filters.kafka_voter_plan(_controllers(p1="A", p2="B", p3="C"), voters) == {"remove": [], "add": []}
+
+
+def test_a_replaced_disk_takes_the_old_directory_out_before_the_new_one_joins() -> None:
+    voters = {"1": "A", "2": "B", "3": "C"}
+    plan = filters.kafka_voter_plan(_controllers(p1="A", p2="B", p3=""), voters)  # p3's disk is empty
+    assert plan == {"remove": ["p3"], "add": ["p3"]}
+
+
+def test_a_run_cut_short_is_finished_by_the_next() -> None:
+    # Formatted and started, its old self still a voter: out, then in.
+    assert filters.kafka_voter_plan(_controllers(p1="A", p2="B", p3="N"), {"1": "A", "2": "B", "3": "C"}) == {
+        "remove": ["p3"],
+        "add": ["p3"],
+    }
+    # Its old self removed, the new one not added yet: in.
+    assert filters.kafka_voter_plan(_controllers(p1="A", p2="B", p3="N"), {"1": "A", "2": "B"}) == {
+        "remove": [],
+        "add": ["p3"],
+    }
+
+
+def test_a_new_controller_joins_and_an_unknown_quorum_changes_nothing() -> None:
+    controllers = _controllers(p1="A", p2="B", p3="C", p4="")
+    assert filters.kafka_voter_plan(controllers, {"1": "A", "2": "B", "3": "C"}) == {
+        "remove": [],
+        "add": ["p4"],
+    }
+    assert filters.kafka_voter_plan(controllers, None) == {"remove": [], "add": []}

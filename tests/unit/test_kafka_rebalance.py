@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
+import uuid
 from collections import Counter
 
 import pytest
@@ -70,3 +72,15 @@ def test_the_plan_is_deterministic_and_a_second_pass_moves_nothing() -> None:
 def test_too_few_brokers_for_a_replication_factor_is_refused_naming_the_partition() -> None:
     with pytest.raises(ValueError, match="t-0 has 3 replicas, more than the 2 brokers in service"):
         balanced_assignment({("t", 0): [1, 2, 3]}, [1, 2])
+
+
+def test_a_directory_id_is_printed_as_kafka_s_tools_take_it() -> None:
+    """The quorum's voters carry their metadata directory's id; remove-controller takes it in
+    Kafka's own form (base64url, no padding), as meta.properties writes it."""
+    raw = uuid.UUID("1c863c9a-2b43-4d2a-8e8f-5f6a7b8c9d0e")
+    printed = kafka_admin.kafka_uuid(raw)
+    assert len(printed) == 22
+    assert base64.urlsafe_b64decode(printed + "==") == raw.bytes
+    assert kafka_admin.kafka_uuid(str(raw)) == printed
+    assert kafka_admin.kafka_uuid(None) == ""
+    assert kafka_admin.kafka_uuid(uuid.UUID(int=0)) == ""  # a voter formatted before KIP-853

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from pikit import REPO
-from pikit.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, spec_from_inventory
+from pikit.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, reflash, spec_from_inventory
 
 
 def test_lab_inventory_describes_the_lab() -> None:
@@ -68,3 +68,10 @@ def test_a_network_setting_the_kernel_lacks_is_left_out(tmp_path: Path) -> None:
     (tmp_path / "net/ipv4").mkdir(parents=True)
     (tmp_path / "net/ipv4/tcp_rto_max_ms").write_text("120000\n")
     assert netns_sysctls(tmp_path) == ["--sysctl=net.ipv4.tcp_rto_max_ms=10000"]
+
+
+def test_a_node_the_lab_lacks_is_not_reflashed(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = LabSpec("t", "10.0.0.0/24", (Node("a", "10.0.0.1"),))
+    with pytest.raises(SystemExit):
+        reflash(spec, ["a", "pi-9"], "trixie")
+    assert "lab t has no node pi-9" in capsys.readouterr().err

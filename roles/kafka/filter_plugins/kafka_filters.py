@@ -122,6 +122,30 @@ def kafka_default_acls(
     ]
 
 
+def kafka_voter_plan(
+    controllers: list[dict[str, Any]], voter_dirs: dict[str, str] | None
+) -> dict[str, list[str]]:
+    """How a running dynamic quorum's voters become the serving controllers (their hostvars:
+    `inventory_hostname`, `kafka_node.id`, and `_kafka_found_directory_id` from the node's
+    meta.properties, "" on an empty disk), given the voters as the quorum reports them,
+    `{str(id): directory id}`. `remove`: the hosts whose id is a voter under another directory (a
+    replaced disk: the quorum refuses a second voter with one id); `add`: every host that is not a
+    voter under its own directory, those of `remove` included, once started and caught up. An
+    unknown quorum (None) changes nothing. A run cut short between the steps leaves a plan that the
+    next run finishes."""
+    if voter_dirs is None:
+        return {"remove": [], "add": []}
+    nodes = [
+        (c["inventory_hostname"], str(c["kafka_node"]["id"]), c.get("_kafka_found_directory_id", ""))
+        for c in controllers
+    ]
+    remove = [
+        host for host, node_id, found in nodes if node_id in voter_dirs and voter_dirs[node_id] != found
+    ]
+    add = [host for host, node_id, found in nodes if not found or voter_dirs.get(node_id) != found]
+    return {"remove": remove, "add": add}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -131,4 +155,5 @@ class FilterModule:
             "kafka_listeners": kafka_listeners,
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,
+            "kafka_voter_plan": kafka_voter_plan,
         }

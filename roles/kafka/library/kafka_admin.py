@@ -7,7 +7,9 @@ JVM tool has to start on a Pi for each check.
 
 from __future__ import annotations
 
+import base64
 import time
+import uuid
 from typing import Any
 
 DOCUMENTATION = r"""
@@ -30,10 +32,13 @@ description:
     fullest broker to the emptiest until their replica counts differ by at most one, each partition
     keeping its replication factor, under a replication throttle of I(throttle_bytes) per second
     (0 for none) that is removed afterwards; it waits up to I(wait_timeout) for the moves.
+  - C(action=throttle) sets the replication throttle of I(throttle_bytes) per second on the leaders
+    in I(serving_brokers), for every topic's replicas that are not in sync (0 removes it): a broker
+    whose disk was replaced rebuilds its replicas under it, and in-sync followers never wait on it.
 options:
   action:
     type: str
-    choices: [reconcile, health, features, rebalance]
+    choices: [reconcile, health, features, rebalance, throttle]
     default: reconcile
     description: What to do.
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
@@ -46,6 +51,10 @@ options:
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
   expect_voters: {type: list, elements: int, default: [], description: Health needs exactly these voters.}
+  quorum_only:
+    type: bool
+    default: false
+    description: Health is the quorum's alone (a voter change while a broker rebuilds its replicas).
   wait_timeout: {type: int, default: 0, description: Seconds to wait for health (0 reports once).}
   disk_warn_share: {type: float, default: 0.85, description: Warn about a log directory fuller than this.}
   scram_users: {type: list, elements: dict, default: [], description: "SCRAM users, {name, password}."}
@@ -325,12 +334,23 @@ def disk_report(admin: Any, warn_share: float) -> tuple[dict[str, Any], list[str
     return disks, warnings
 
 
+def kafka_uuid(value: uuid.UUID | str | None) -> str:
+    """A Kafka Uuid as Kafka's tools print and take it (22 base64url characters), "" for none."""
+    if value is None:
+        return ""
+    raw = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    if raw.int == 0:
+        return ""
+    return base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=")
+
+
 def health_report(
     admin: Any,
     expect_brokers: int,
     max_lag: int,
     disk_warn_share: float = 1.0,
     expect_voters: list[int] | None = None,
+    quorum_only: bool = False,
 ) -> dict[str, Any]:
     urp, offline = [], []
     for topic in admin.describe_topics():
@@ -345,14 +365,12 @@ def health_report(
     hwm = quorum["high_watermark"]
     lag = {v["replica_id"]: max(0, hwm - v["log_end_offset"]) for v in quorum["current_voters"]}
     voters = sorted(lag)
-    healthy = (
-        not urp
-        and not offline
-        and len(brokers) >= expect_brokers
-        and all(v <= max_lag for v in lag.values())
+    quorum_healthy = (
+        all(v <= max_lag for v in lag.values())
         and quorum["leader_id"] >= 0
         and (not expect_voters or voters == sorted(expect_voters))
     )
+    healthy = quorum_healthy and (quorum_only or (not urp and not offline and len(brokers) >= expect_brokers))
     disks, disk_warnings = disk_report(admin, disk_warn_share)
     return {
         "healthy": healthy,
@@ -362,6 +380,11 @@ def health_report(
         "quorum_leader": quorum["leader_id"],
         "quorum_lag": lag,
         "quorum_voters": voters,
+        # A voter is its id and its metadata directory's id: a controller whose disk was replaced
+        # comes back with the same id and a new directory, and its old one must leave the voters.
+        "quorum_voter_dirs": {
+            str(v["replica_id"]): kafka_uuid(v.get("replica_directory_id")) for v in quorum["current_voters"]
+        },
         "quorum_observers": sorted(o["replica_id"] for o in quorum.get("observers", [])),
         "disks": disks,
         "disk_warnings": disk_warnings,
@@ -540,6 +563,7 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
                         params["max_quorum_lag"],
                         params["disk_warn_share"],
                         params["expect_voters"],
+                        params["quorum_only"],
                     )
                 finally:
                     admin.close()
@@ -560,6 +584,16 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             )
         finally:
             admin.close()
+    if params["action"] == "throttle":
+        if check:
+            return {"changed": True}
+        admin = connect(params)
+        try:
+            topics = sorted(t["name"] for t in admin.describe_topics())
+            _throttle(admin, params["serving_brokers"], topics, params["throttle_bytes"] or None)
+        finally:
+            admin.close()
+        return {"changed": True, "throttled_topics": len(topics) if params["throttle_bytes"] else 0}
     if params["action"] == "features":
         admin = connect(params)
         try:
@@ -587,7 +621,7 @@ def main() -> None:
         argument_spec={
             "action": {
                 "type": "str",
-                "choices": ["reconcile", "health", "features", "rebalance"],
+                "choices": ["reconcile", "health", "features", "rebalance", "throttle"],
                 "default": "reconcile",
             },
             "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
@@ -599,6 +633,7 @@ def main() -> None:
             "remove_extra_acls": {"type": "bool", "default": False},
             "expect_brokers": {"type": "int", "default": 0},
             "max_quorum_lag": {"type": "int", "default": 100},
+            "quorum_only": {"type": "bool", "default": False},
             "expect_voters": {"type": "list", "elements": "int", "default": []},
             "wait_timeout": {"type": "int", "default": 0},
             "disk_warn_share": {"type": "float", "default": 0.85},
