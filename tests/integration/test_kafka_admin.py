@@ -28,6 +28,7 @@ def params(broker: str, **overrides: Any) -> dict[str, Any]:
         "expect_brokers": 1,
         "max_quorum_lag": 100,
         "expect_voters": [],
+        "quorum_only": False,
         "wait_timeout": 0,
         "disk_warn_share": 0.85,
         "scram_users": [],
@@ -159,6 +160,49 @@ def test_health_names_the_voters_and_waits_for_the_expected_ones(broker: str) ->
         params(broker, action="health", expect_voters=[1, 2], wait_timeout=3), check=False
     )
     assert waiting["failed"] is True and waiting["health"]["healthy"] is False
+
+
+def test_health_gives_each_voter_s_directory_and_can_judge_the_quorum_alone(broker: str) -> None:
+    """remove-controller names a voter by its id and metadata directory id, which the quorum
+    reports; a voter change waits on the quorum alone, not on partitions a broker still rebuilds."""
+    result = kafka_admin.run(params(broker, action="health"), check=False)
+    dirs = result["health"]["quorum_voter_dirs"]
+    assert list(dirs) == ["1"], result
+    assert dirs["1"] == "" or len(dirs["1"]) == 22, "Kafka's base64url form, or none for a static quorum"
+    short = params(broker, action="health", expect_brokers=2, quorum_only=True)
+    assert kafka_admin.run(short, check=False)["health"]["healthy"], "one broker short, the quorum is fine"
+    assert not kafka_admin.run({**short, "quorum_only": False}, check=False)["health"]["healthy"]
+
+
+def test_the_rebuild_throttle_is_set_and_lifted(broker: str) -> None:
+    kafka_admin.run(params(broker, topics=[READINGS]), check=False)
+
+    def throttles() -> list[str]:
+        admin = kafka_admin.connect(params(broker))
+        try:
+            found = admin.describe_configs(
+                [
+                    kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.BROKER, "1"),
+                    kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, READINGS["name"]),
+                ]
+            )
+        finally:
+            admin.close()
+        return sorted(
+            k for by_name in found.values() for c in by_name.values() for k in c if "throttled" in k
+        )
+
+    kafka_admin.run(
+        params(broker, action="throttle", serving_brokers=[1], throttle_bytes=1048576), check=False
+    )
+    assert throttles() == [
+        "follower.replication.throttled.rate",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.rate",
+        "leader.replication.throttled.replicas",
+    ]
+    kafka_admin.run(params(broker, action="throttle", serving_brokers=[1], throttle_bytes=0), check=False)
+    assert throttles() == []
 
 
 def test_features_are_read_and_never_lowered(broker: str) -> None:
