@@ -148,18 +148,15 @@ def wait_healthy(
 ) -> dict[str, Any]:
     """The kafka role's own health gate, from the controller with the admin certificate: every
     broker in, nothing under-replicated or offline, the quorum caught up. Its report."""
-    params = {
-        "action": "health",
-        "bootstrap_servers": bootstrap,
-        "security_protocol": "SSL",
-        "ssl_cafile": str(pki / "ca.crt"),
-        "ssl_certfile": str(pki / "clients/admin.pem"),
-        "expect_brokers": brokers,
-        "max_quorum_lag": 100,
-        "expect_voters": [],
-        "wait_timeout": timeout,
-        "disk_warn_share": disk_warn_share,
-    }
+    params = kafka_admin.params_with_defaults(
+        action="health",
+        bootstrap_servers=bootstrap,
+        ssl_cafile=str(pki / "ca.crt"),
+        ssl_certfile=str(pki / "clients/admin.pem"),
+        expect_brokers=brokers,
+        wait_timeout=timeout,
+        disk_warn_share=disk_warn_share,
+    )
     result = kafka_admin.run(params, check=False)
     assert not result["failed"], f"cluster not healthy: {result['health']}"
     return dict(result["health"])

@@ -16,29 +16,8 @@ from pikit.kafka_admin import kafka_admin
 
 
 def params(broker: str, **overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "action": "reconcile",
-        "bootstrap_servers": [broker],
-        "security_protocol": "PLAINTEXT",
-        "ssl_cafile": None,
-        "ssl_certfile": None,
-        "topics": [],
-        "acls": [],
-        "remove_extra_acls": False,
-        "expect_brokers": 1,
-        "max_quorum_lag": 100,
-        "expect_voters": [],
-        "quorum_only": False,
-        "wait_timeout": 0,
-        "disk_warn_share": 0.85,
-        "scram_users": [],
-        "scram_iterations": 8192,
-        "sasl_bootstrap_servers": [],
-        "feature_levels": {},
-        "serving_brokers": [],
-        "throttle_bytes": 0,
-    }
-    return {**base, **overrides}
+    given = {"bootstrap_servers": [broker], "security_protocol": "PLAINTEXT", "expect_brokers": 1} | overrides
+    return dict(kafka_admin.params_with_defaults(**given))
 
 
 READINGS = {

@@ -8,6 +8,7 @@ JVM tool has to start on a Pi for each check.
 from __future__ import annotations
 
 import base64
+import copy
 import time
 import uuid
 from typing import Any
@@ -614,38 +615,44 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
     }
 
 
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "action": {
+        "type": "str",
+        "choices": ["reconcile", "health", "features", "rebalance", "throttle"],
+        "default": "reconcile",
+    },
+    "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
+    "security_protocol": {"type": "str", "default": "SSL", "choices": ["SSL", "PLAINTEXT"]},
+    "ssl_cafile": {"type": "path"},
+    "ssl_certfile": {"type": "path"},
+    "topics": {"type": "list", "elements": "dict", "default": []},
+    "acls": {"type": "list", "elements": "dict", "default": []},
+    "remove_extra_acls": {"type": "bool", "default": False},
+    "expect_brokers": {"type": "int", "default": 0},
+    "max_quorum_lag": {"type": "int", "default": 100},
+    "quorum_only": {"type": "bool", "default": False},
+    "expect_voters": {"type": "list", "elements": "int", "default": []},
+    "wait_timeout": {"type": "int", "default": 0},
+    "disk_warn_share": {"type": "float", "default": 0.85},
+    "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
+    "scram_iterations": {"type": "int", "default": 8192},
+    "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
+    "feature_levels": {"type": "dict", "default": {}},
+    "serving_brokers": {"type": "list", "elements": "int", "default": []},
+    "throttle_bytes": {"type": "int", "default": 0},
+}
+
+
+def params_with_defaults(**given: Any) -> dict[str, Any]:
+    """The module's parameters as Ansible would pass them: `given` over ARGUMENT_SPEC's defaults.
+    The controller's tools and the tests call run() with these, so no caller misses a parameter."""
+    return {name: copy.deepcopy(spec.get("default")) for name, spec in ARGUMENT_SPEC.items()} | given
+
+
 def main() -> None:
     from ansible.module_utils.basic import AnsibleModule
 
-    module = AnsibleModule(
-        argument_spec={
-            "action": {
-                "type": "str",
-                "choices": ["reconcile", "health", "features", "rebalance", "throttle"],
-                "default": "reconcile",
-            },
-            "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
-            "security_protocol": {"type": "str", "default": "SSL", "choices": ["SSL", "PLAINTEXT"]},
-            "ssl_cafile": {"type": "path"},
-            "ssl_certfile": {"type": "path"},
-            "topics": {"type": "list", "elements": "dict", "default": []},
-            "acls": {"type": "list", "elements": "dict", "default": []},
-            "remove_extra_acls": {"type": "bool", "default": False},
-            "expect_brokers": {"type": "int", "default": 0},
-            "max_quorum_lag": {"type": "int", "default": 100},
-            "quorum_only": {"type": "bool", "default": False},
-            "expect_voters": {"type": "list", "elements": "int", "default": []},
-            "wait_timeout": {"type": "int", "default": 0},
-            "disk_warn_share": {"type": "float", "default": 0.85},
-            "scram_users": {"type": "list", "elements": "dict", "default": [], "no_log": True},
-            "scram_iterations": {"type": "int", "default": 8192},
-            "sasl_bootstrap_servers": {"type": "list", "elements": "str", "default": []},
-            "feature_levels": {"type": "dict", "default": {}},
-            "serving_brokers": {"type": "list", "elements": "int", "default": []},
-            "throttle_bytes": {"type": "int", "default": 0},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if not HAS_KAFKA:
         module.fail_json(msg="kafka_admin needs kafka-python on the controller (requirements.txt)")
     try:
