@@ -189,3 +189,10 @@ def test_a_new_controller_joins_and_an_unknown_quorum_changes_nothing() -> None:
         "add": ["p4"],
     }
     assert filters.kafka_voter_plan(controllers, None) == {"remove": [], "add": []}
+
+
+def test_voters_known_by_their_id_alone_are_left_as_they_are() -> None:
+    """A static quorum reports no directory ids, nor does one just converted from it: its voters
+    must not look replaced (the kafka/quorum scenario's conversion removed two of three)."""
+    controllers = _controllers(p1="A", p2="B", p3="C")
+    assert filters.kafka_voter_plan(controllers, {"1": "", "2": "", "3": ""}) == {"remove": [], "add": []}

@@ -131,19 +131,20 @@ def kafka_voter_plan(
     `{str(id): directory id}`. `remove`: the hosts whose id is a voter under another directory (a
     replaced disk: the quorum refuses a second voter with one id); `add`: every host that is not a
     voter under its own directory, those of `remove` included, once started and caught up. An
-    unknown quorum (None) changes nothing. A run cut short between the steps leaves a plan that the
-    next run finishes."""
+    unknown quorum (None) changes nothing, nor does a voter the quorum knows by its id alone (no
+    directory id). A run cut short between the steps leaves a plan that the next run finishes."""
     if voter_dirs is None:
         return {"remove": [], "add": []}
     nodes = [
         (c["inventory_hostname"], str(c["kafka_node"]["id"]), c.get("_kafka_found_directory_id", ""))
         for c in controllers
     ]
-    remove = [
-        host for host, node_id, found in nodes if node_id in voter_dirs and voter_dirs[node_id] != found
+    # A voter without a directory id (a static quorum, or one converted from it) is its id alone.
+    stale = [
+        host for host, node_id, found in nodes if voter_dirs.get(node_id) and voter_dirs[node_id] != found
     ]
-    add = [host for host, node_id, found in nodes if not found or voter_dirs.get(node_id) != found]
-    return {"remove": remove, "add": add}
+    missing = [host for host, node_id, _ in nodes if node_id not in voter_dirs]
+    return {"remove": stale, "add": [host for host, _, _ in nodes if host in stale or host in missing]}
 
 
 class FilterModule:
