@@ -17,9 +17,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
-from pikit_spark.aggregates import as_kafka_records, write_parquet
+from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
 from pikit_spark.app import StreamingApp
-from pikit_spark.common import LOG, streaming_parser
+from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
@@ -52,13 +52,21 @@ def main(argv: list[str] | None = None) -> None:
         default=24 * 3600,
         help="how long the windows of a silent device wait for it (processing time)",
     )
+    parser.add_argument(
+        "--parquet-every-seconds",
+        type=float,
+        default=60,
+        help="closed windows are copied to Parquet together this often (processing time), one Spark job "
+        "instead of one per micro-batch; 0: every micro-batch (always so with --trigger available-now)",
+    )
     args = parser.parse_args(argv)
+    parquet_every = 0 if args.trigger == AVAILABLE_NOW else args.parquet_every_seconds
     topics = [args.aggregates_topic, args.late_topic, args.dead_letter_topic]
     app = StreamingApp.start(APP, args, topics)
     sink, checkpoints = app.sink, app.checkpoints
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS)
+    state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS | PARQUET_STATE_SCHEMAS)
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
     # parse is a stateless part of the stream, planned once, not once per micro-batch.
     parsed = parse(
@@ -73,12 +81,15 @@ def main(argv: list[str] | None = None) -> None:
         # One read of the batch into its summary, fetched to the driver: every output and the
         # next state are computed from it there, without another Spark job.
         processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
-        step = advance(verdicts, processed_at, state.before(batch_id), timing)
+        before = state.before(batch_id)
+        step = advance(verdicts, processed_at, before, timing)
+        copy = parquet_copy(before, step.closed, processed_at, parquet_every)
         steps.done("read and summarized")
         # The state first: a crash before the Kafka commit replays the batch, which reads the
         # same state version and replaces what this run wrote.
-        state.write(batch_id, step.state)
-        app.metrics.set("state_rows", sum(len(rows) for rows in step.state.values()))
+        after = step.state | copy.state
+        state.write(batch_id, after)
+        app.metrics.set("state_rows", sum(len(rows) for rows in after.values()))
         steps.done("state")
         outputs = {
             args.aggregates_topic: as_kafka_records(step.closed),
@@ -89,8 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         # function returns replays the batch, which writes both again (each replaces its own).
         with ThreadPoolExecutor(1) as background:
             copied = (
-                background.submit(write_parquet, app.spark, step.closed, parquet, batch_id)
-                if step.closed
+                background.submit(write_parquet, app.spark, copy.windows, parquet, batch_id)
+                if copy.due
                 else None
             )
             if any(outputs.values()):
@@ -112,7 +123,10 @@ def main(argv: list[str] | None = None) -> None:
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     outputs_said = f"{args.aggregates_topic}, {parquet}, {late_dead}"
-    timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
+    timing_said = (
+        f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s, "
+        f"Parquet every {parquet_every:g}s"
+    )
     app.run(parsed.verdicts, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
 
 

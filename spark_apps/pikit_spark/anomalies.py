@@ -14,12 +14,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from pikit_spark.moments import Moments, aggregates, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
-from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
+from pikit_spark.seqs import (
+    BLOCK_KEY,
+    above_marks,
+    at_or_below,
+    block_aggregates,
+    block_columns,
+    once_per_seq,
+)
 from pikit_spark.sink import Record
 from pikit_spark.state import TableRow, Tables, VersionedTables
 
@@ -122,17 +129,24 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
         name: spark.createDataFrame(state[name], STATE_SCHEMAS[name]) for name in ("baseline", "devices")
     }
 
-    def summarize(rows: DataFrame, seq_blocks: bool = True) -> DataFrame:
-        return _summarize(rows, frames, rules, seq_blocks)
+    marks: dict[str, int] = dict(state["devices"])
+
+    def undecided(fetched: list[Row]) -> set[str]:
+        """The devices with a reading at or below their seq mark (a resend): the batch was
+        summarized without the marks, and those devices are summarized again with them."""
+        return {row["device"] for row in fetched if at_or_below(marks, row["device"], row["low_seq"])}
 
     summary = once_per_seq(
-        summarize(readings), readings, lambda again: summarize(again, False), is_block=F.col("kind").isNull()
+        _summarize(readings, frames, rules, seq_blocks=True, marked=False),
+        readings,
+        lambda again: _summarize(again, frames, rules, seq_blocks=False, marked=True),
+        is_block=F.col("kind").isNull(),
+        undecided=undecided,
     )
     out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
     calm = {tuple(row[c] for c in KEY): row["calm_seq"] for row in summary if row["kind"] == _BASELINE}
     found, excursions = excursion_starts(out, calm, state.get("excursions", []))
     baseline = {tuple(row[:3]): row[3:] for row in state["baseline"]}
-    marks: dict[str, int] = dict(state["devices"])
     for row in summary:
         if row["kind"] != _BASELINE:
             continue
@@ -187,11 +201,14 @@ def _capped(baseline: Moments, rules: Rules) -> Moments:
     return n * scale, mean, m2 * scale
 
 
-def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, seq_blocks: bool) -> DataFrame:
+def _summarize(
+    readings: DataFrame, state: dict[str, DataFrame], rules: Rules, *, seq_blocks: bool, marked: bool
+) -> DataFrame:
     """A row per device x sensor x metric (kind "baseline"), per alert (kind "alert"), and, with
     `seq_blocks`, per block of 64 seqs of a device (kind null); numbers only as aggregates,
-    so that Spark aggregates in a hash map. The state's tables are small and broadcast."""
-    fresh = above_marks(readings, state["devices"])
+    so that Spark aggregates in a hash map. The baseline is small and broadcast; so are the
+    devices' seq marks when `marked` (else no reading is dropped as a resend here)."""
+    fresh = above_marks(readings, state["devices"], none_known=not marked)
     judged = _judged(fresh, F.broadcast(state["baseline"]), rules)
     alert = F.col("reason").isNotNull()
     keyed = judged.select(
@@ -214,6 +231,7 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
         *aggregates("value"),
         F.max("seq").alias("high_seq"),
+        F.min("seq").alias("low_seq"),
         F.max("calm").alias("calm_seq"),
         F.min("value").alias("value"),
         F.min("ts").alias("ts"),
@@ -227,7 +245,7 @@ def _summarize(readings: DataFrame, state: dict[str, DataFrame], rules: Rules, s
     return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
         kind.alias("kind"),
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        *["seq_block", "n", "mean", "m2", "high_seq", "calm_seq", "seq_bits"],
+        *["seq_block", "n", "mean", "m2", "high_seq", "low_seq", "calm_seq", "seq_bits"],
         *[F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")],
         *["value", "ts", "baseline_mean", "baseline_stddev"],
     )

@@ -35,7 +35,14 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from pikit_spark.moments import aggregates, pool
-from pikit_spark.seqs import BLOCK_KEY, above_marks, block_aggregates, block_columns, once_per_seq
+from pikit_spark.seqs import (
+    BLOCK_KEY,
+    above_marks,
+    at_or_below,
+    block_aggregates,
+    block_columns,
+    once_per_seq,
+)
 from pikit_spark.sink import Record
 from pikit_spark.state import TableRow, Tables, columns
 
@@ -97,13 +104,35 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
     horizon_end = _horizon_end(processed_at, timing)
     devices = rows.sparkSession.createDataFrame(state["devices"], DEVICES_SCHEMA)
     none_known = not state["devices"]
+    # The batch is summarized without the devices' marks (no broadcast job); the few devices
+    # whose rows the marks would change are summarized again with them.
     summary = once_per_seq(
-        summarize(rows, devices, horizon_end, timing, none_known=none_known),
+        summarize(rows, devices, horizon_end, timing, none_known=True),
         rows,
         lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False, none_known=none_known),
         is_block=F.col("kind").isNull(),
+        undecided=lambda fetched: undecided(fetched, state["devices"], timing),
     )
     return fold(summary, state, processed_at, timing)
+
+
+def undecided(fetched: list[Row], devices: list[TableRow], timing: Timing) -> set[str]:
+    """The devices whose rows, summarized without their marks, may be wrong: a seq at or below
+    the device's high-water mark (a resend), or a window that the device had closed (its
+    readings are late for that reason). Every other row is what the marks would have made it."""
+    high_seq = {device: seq for device, seq, _, _ in devices}
+    closed_through = {device: closed for device, _, _, closed in devices}
+    found = set()
+    for row in fetched:
+        device = row["device"]
+        if device not in high_seq:
+            continue  # a dead letter (no device), or a device not seen before
+        # Late by the horizon alone may be late as closed too, which the reason names first.
+        through = closed_through[device]
+        closed = through is not None and row["window_start"] + timing.window_s <= through
+        if closed or at_or_below(high_seq, device, row["low_seq"]):
+            found.add(device)
+    return found
 
 
 def _horizon_end(processed_at: float, timing: Timing) -> int:
@@ -285,6 +314,7 @@ def summarize(
         F.min("value").alias("min"),
         F.max("value").alias("max"),
         F.max("seq").alias("high_seq"),
+        F.min("seq").alias("low_seq"),
         F.max("ts").alias("high_ts"),
         *block_aggregates(),
     ).select("*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index")))

@@ -33,21 +33,35 @@ def block_aggregates() -> list[Column]:
 
 
 def once_per_seq(
-    summary: DataFrame, rows: DataFrame, resummarize: Callable[[DataFrame], DataFrame], is_block: Column
+    summary: DataFrame,
+    rows: DataFrame,
+    resummarize: Callable[[DataFrame], DataFrame],
+    is_block: Column,
+    undecided: Callable[[list[Row]], set[str]] = lambda _: set(),
 ) -> list[Row]:
     """The summary's rows, fetched to the driver without its seq blocks (`is_block` rows),
-    where every device whose seqs repeat in the batch is summarized again by `resummarize`
-    from its rows deduplicated by (device, seq) (one copy kept: a resend is the same reading).
+    where every device whose seqs repeat in the batch, or that `undecided` names from the
+    fetched rows, is summarized again by `resummarize` from its rows deduplicated by (device,
+    seq) (one copy kept: a resend is the same reading).
 
+    `summary` may be made without the devices' marks (no broadcast job): `undecided` then
+    names the devices whose rows the marks would have changed (a seq at or below the mark, a
+    window the device had closed), and `resummarize` applies the marks to those alone.
     One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
     repeats = is_block & (F.col("n") > F.bit_count("seq_bits"))
     fetched = summary.where(~is_block | repeats).withColumn("_repeats", repeats).collect()
-    repeated = sorted({r["device"] for r in fetched if r["_repeats"]})
-    kept = [r for r in fetched if not r["_repeats"] and r["device"] not in repeated]
-    if not repeated:
+    plain = [r for r in fetched if not r["_repeats"]]
+    redo = sorted({r["device"] for r in fetched if r["_repeats"]} | undecided(plain))
+    kept = [r for r in plain if r["device"] not in redo]
+    if not redo:
         return kept
-    again = resummarize(rows.where(F.col("device").isin(repeated)).dropDuplicates(["device", "seq"]))
+    again = resummarize(rows.where(F.col("device").isin(redo)).dropDuplicates(["device", "seq"]))
     return kept + again.where(~is_block).collect()
+
+
+def at_or_below(marks: dict[str, int], device: str | None, low_seq: int | None) -> bool:
+    """Whether a summary row holds a seq at or below its device's high-water mark: a resend."""
+    return device in marks and low_seq is not None and low_seq <= marks[device]
 
 
 def above_marks(rows: DataFrame, devices: DataFrame, *, none_known: bool = False) -> DataFrame:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -25,3 +26,22 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+JobCounter = Callable[[Callable[[], object]], int]
+
+
+@pytest.fixture
+def spark_jobs(spark: SparkSession) -> JobCounter:
+    """How many Spark jobs a call runs: on a Pi cluster each costs a second or more, whatever its size."""
+
+    def count(run: Callable[[], object]) -> int:
+        group = uuid.uuid4().hex
+        spark.sparkContext.setJobGroup(group, "counted")
+        try:
+            run()
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+    return count

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pikit_spark.aggregates import as_kafka_records, write_parquet
+from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance
 from pikit_spark.readings import parse
+from pikit_spark.state import Tables
 from pyspark.sql import SparkSession
 
 from tests.unit.spark.records import T0, batch, reading
@@ -53,3 +54,28 @@ def test_aggregate_records_are_keyed_by_device(spark: SparkSession) -> None:
         "mean": 3.0,
         "stddev": 1.0,
     }
+
+
+def test_closed_windows_wait_in_the_state_and_are_copied_to_parquet_once_a_minute(
+    spark: SparkSession,
+) -> None:
+    first = _closed(spark, [reading(1, T0, value=2.0)])
+    second = _closed(spark, [reading(1, T0 + 60, value=3.0)])
+    state: Tables = {name: [] for name in PARQUET_STATE_SCHEMAS}
+    copy = parquet_copy(state, first, T0 + 600, every_s=60)
+    assert copy.due and copy.windows == first, "the first windows start the clock"
+    state = copy.state
+    waiting = parquet_copy(state, second, T0 + 630, every_s=60)
+    assert not waiting.due and not waiting.windows
+    replayed = parquet_copy(state, second, T0 + 630, every_s=60)
+    assert replayed == waiting, "a replayed batch decides alike from the same state version"
+    # The state goes through JSON between batches (pikit_spark/state.py).
+    stored = {
+        name: [tuple(row) for row in json.loads(json.dumps(rows))] for name, rows in waiting.state.items()
+    }
+    nothing_new = parquet_copy(stored, [], T0 + 650, every_s=60)
+    assert not nothing_new.due and nothing_new.state == waiting.state
+    due = parquet_copy(stored, first, T0 + 660, every_s=60)
+    assert due.due and due.windows == second + first, "what waited comes back as it was closed"
+    assert due.state == {"parquet_pending": [], "parquet_copied": [(T0 + 660,)]}
+    assert parquet_copy(stored, second, T0 + 640, every_s=0).due, "0: every micro-batch"

@@ -20,6 +20,7 @@ from pikit_spark.anomalies import (
 from pikit_spark.rollup import daily
 from pyspark.sql import DataFrame, SparkSession
 
+from tests.unit.spark.conftest import JobCounter
 from tests.unit.spark.records import T0
 
 READINGS = "device string, sensor string, metric string, seq long, value double, unit string, ts double"
@@ -79,6 +80,28 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     assert store.before(4)["excursions"] == [("edge-1", "sim", "temperature")]
     ((*_, n, _, _),) = store.before(4)["baseline"]
     assert n == len(everything) + 3
+
+
+def test_the_seq_marks_cost_no_spark_job_until_a_reading_is_resent(
+    spark: SparkSession, spark_jobs: JobCounter, tmp_path: Path
+) -> None:
+    rules = Rules((Threshold("sim", "temperature", None, 30.0),), min_samples=5)
+    store = BaselineStore(spark, str(tmp_path / "baseline"))
+    found: list[dict[str, Any]] = []
+
+    def run(batch_id: int, values: list[float], start_seq: int) -> None:
+        judged = judge(_readings(spark, values, start_seq), store.before(batch_id), rules)
+        store.write(batch_id, judged.state)
+        found.extend(judged.alerts)
+
+    first = spark_jobs(lambda: run(0, [20.0, 21.0, 35.0], 0))
+    steady = spark_jobs(lambda: run(1, [20.5, 21.5], 3))
+    assert steady == first, "the baseline's broadcast and the batch's read; the marks are the driver's"
+    resent = spark_jobs(lambda: run(2, [20.0, 21.0, 35.0, 20.5, 21.5, 22.0], 0))
+    assert resent > steady
+    ((*_, n, _, _),) = store.before(3)["baseline"]
+    assert n == 6, "seq 0-4 counted once, seq 5 once"
+    assert [a["seq"] for a in found] == [2], "the resent reading out of bounds alerts once"
 
 
 def test_one_alert_per_excursion_across_batches() -> None:

@@ -25,6 +25,7 @@ from pikit_testkit.pipeline_model import Timing as ModelTiming
 from pikit_testkit.pipeline_model import compare, outcome
 from pyspark.sql import SparkSession
 
+from tests.unit.spark.conftest import JobCounter
 from tests.unit.spark.records import T0, batch, reading
 
 READING = "device string, seq long, sensor string, metric string, value double, unit string, ts double"
@@ -168,6 +169,32 @@ def test_the_pipeline_model_agrees_with_advance_on_a_messy_stream(spark: SparkSe
 
 
 KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long"
+
+
+def test_a_batch_of_known_devices_is_one_read_and_only_a_resend_or_a_late_reading_reads_again(
+    spark: SparkSession, spark_jobs: JobCounter
+) -> None:
+    """The devices' marks are applied on the driver: no broadcast job per batch. A batch
+    whose rows the marks would change is read again for those devices alone, exactly."""
+    stream = Stream(spark)
+    stream.batch(readings("a", range(90), T0) + readings("b", range(90), T0), T0 + 90)
+    one_read = spark_jobs(
+        lambda: summarize(
+            spark.createDataFrame(readings("a", range(5), T0), READING),
+            spark.createDataFrame([], STATE_SCHEMAS["devices"]),
+            horizon_end=0,
+            timing=TIMING,
+            none_known=True,
+        ).collect()
+    )
+    steady = spark_jobs(lambda: stream.batch(readings("a", range(90, 150), T0 + 90), T0 + 150))
+    assert steady == one_read, "the batch's one read, and nothing else"
+    resent = spark_jobs(lambda: stream.batch(readings("a", range(140, 200), T0 + 140), T0 + 200))
+    late = spark_jobs(lambda: stream.batch([("b", 90, "sim", "t", 7.0, "C", T0 + 5)], T0 + 210))
+    assert resent > one_read and late > one_read
+    counts = {(w["device"], int(w["window_start"] - T0)): w["count"] for w in stream.closed}
+    assert counts[("a", 120)] == 60, "seq 140-149 once"
+    assert [(r["device"], r["seq"], r["reason"]) for r in stream.late] == [("b", 90, LATE_CLOSED)]
 
 
 def test_the_summary_grows_with_windows_and_devices_not_with_readings(spark: SparkSession) -> None:

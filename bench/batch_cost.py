@@ -1,0 +1,360 @@
+"""What one micro-batch of each lab app costs, at the demo's load and at 10,000 devices.
+
+Needs the demo's lab, converged (`make demo`). Each phase first converges the spark play with
+the apps' event log on (`spark_history_enabled`) and, for the synthetic phase, the synthetic
+devices' signing keys (`pikit_device_signing_extra`), which restarts the apps; it waits for
+their first batches and `--warmup` seconds more, then measures for `--seconds`:
+
+- demo: the lab's two agents as they run, nothing else;
+- devices: N synthetic devices (`bench-0` ...) at 1 reading/s each, every record signed, each
+  device sending a record of `--per-record` readings every `--per-record` seconds, staggered.
+
+In both phases a probe device (`probe-0`) sends one reading every `--probe-every` seconds,
+alternately out of the lab's `simulated.temperature` bounds (99) and back within them (20):
+each out-of-bounds reading starts an excursion, which must raise one alert.
+
+Per app it reports, from the app's own event log on the lab's shared volume:
+- each micro-batch's wall time (Spark's `triggerExecution`: median, p99) and input rows;
+- the Spark jobs each batch ran (jobs submitted between the batch's start and its end);
+- the driver's RSS (the JVM and its Python, every process of the app's unit), sampled every 5 s;
+- the rows of the app's state (its newest version on the shared volume);
+and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
+but the probe), and out-of-bounds reading -> its alert arrived (the probe's).
+
+    make demo && .venv/bin/python -m bench.batch_cost [--seconds 300] [--devices 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from edge_agent.contract import Reading, encode_batch
+from kafka import KafkaConsumer, KafkaProducer
+
+from edge_agent import signing
+from pikit import REPO
+from pikit.lab import spec_from_inventory
+from pikit.lab_image import lab_home
+from pikit.topic import mtls_client
+
+TOPIC = "sensor-readings"
+WINDOW_S = 60
+PROBE = "probe-0"
+MASTER = "pi-4"
+# app name -> (its systemd unit, its state directory under the checkpoints)
+APPS = {
+    "sensor_aggregates": ("spark-app-sensor-aggregates", "sensor_aggregates/device-state"),
+    "anomaly_alerts": ("spark-app-anomaly-alerts", "anomaly_alerts/baseline"),
+}
+PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+
+
+@dataclass
+class Lab:
+    client: dict[str, Any]
+    shared: Path  # the shared volume's mount point on this machine
+    secret: bytes
+
+    @classmethod
+    def find(cls) -> Lab:
+        spec = spec_from_inventory(REPO / "inventory/lab")
+        pki: Path = lab_home() / "state" / spec.name / "pki"
+        brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
+        mount = subprocess.run(
+            ["podman", "volume", "inspect", f"{spec.name}-shared", "--format", "{{.Mountpoint}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        secret = signing.read_site_secret(str(pki.parent / "device-signing-secret"))
+        return cls(mtls_client(brokers, pki), Path(mount) / "spark", secret)
+
+    def converge(self, devices: list[str]) -> None:
+        """The spark play with the event log on and these devices' keys; restarts the apps."""
+        extra = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+            json.dump(extra, file)
+            file.flush()
+            started = time.monotonic()
+            subprocess.run(
+                [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml", "-e", f"@{file.name}"],
+                cwd=REPO,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        print(
+            f"  spark.yml with {len(devices)} extra devices' keys: {time.monotonic() - started:.0f} s",
+            flush=True,
+        )
+
+    def restore(self) -> None:
+        """The spark play as the inventory has it."""
+        subprocess.run(
+            [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml"],
+            cwd=REPO,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def event_log(self, app: str) -> list[dict[str, Any]]:
+        """The newest event log of the running app."""
+        logs = sorted((self.shared / "event-logs").glob("app-*.inprogress"), key=lambda p: p.stat().st_mtime)
+        for path in reversed(logs):
+            lines = path.read_text(errors="replace").splitlines()
+            events = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
+            if any(
+                e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
+            ):
+                return events
+        raise SystemExit(f"no running event log of {app} under {self.shared / 'event-logs'}")
+
+    def state_rows(self, app: str) -> int:
+        versions = sorted(
+            (self.shared / "checkpoints" / APPS[app][1]).glob("batch=*.json"),
+            key=lambda p: int(p.name.removeprefix("batch=").removesuffix(".json")),
+        )
+        if not versions:
+            return 0
+        return sum(len(rows) for rows in json.loads(versions[-1].read_text()).values())
+
+
+def driver_rss_mib(unit: str) -> float:
+    """RSS of every process of the app's unit on the master (the driver's JVM and its Python)."""
+    script = (
+        f"cg=$(systemctl show -p ControlGroup --value {unit}); "
+        "for p in $(cat /sys/fs/cgroup$cg/cgroup.procs); do grep VmRSS /proc/$p/status; done"
+    )
+    out = subprocess.run(
+        ["podman", "exec", MASTER, "sh", "-c", script], capture_output=True, text=True
+    ).stdout
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("VmRSS")) / 1024
+
+
+@dataclass
+class Batch:
+    started: float
+    wall_s: float
+    rows: int
+    jobs: int = 0
+
+
+def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Batch]:
+    """The app's micro-batches that started in [since, until), each with the jobs it ran."""
+    found = []
+    for event in events:
+        if event.get("Event") != PROGRESS_EVENT:
+            continue
+        progress = event["progress"]
+        started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+        rows = progress.get("numInputRows", 0)
+        if since <= started < until and rows:
+            found.append(Batch(started, progress["durationMs"]["triggerExecution"] / 1000, rows))
+    starts = [e["Submission Time"] / 1000 for e in events if e.get("Event") == "SparkListenerJobStart"]
+    for batch in found:
+        batch.jobs = sum(1 for t in starts if batch.started <= t <= batch.started + batch.wall_s)
+    return found
+
+
+@dataclass
+class Watch(threading.Thread):
+    """When each window's aggregate and each probe alert arrived (read_committed)."""
+
+    client: dict[str, Any]
+    windows: dict[tuple[str, int], float] = field(default_factory=dict)
+    alerts: dict[int, float] = field(default_factory=dict)  # probe seq -> arrival
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer(
+            "sensor-aggregates",
+            "sensor-alerts",
+            **self.client,
+            auto_offset_reset="latest",
+            isolation_level="read_committed",
+        )
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for records in self.consumer.poll(timeout_ms=200).values():
+                now = time.time()
+                for record in records:
+                    doc = json.loads(record.value)
+                    if record.topic == "sensor-alerts":
+                        if doc["device"] == PROBE and "seq" in doc:
+                            self.alerts.setdefault(doc["seq"], now)
+                    elif doc["device"] != PROBE:
+                        self.windows.setdefault((doc["device"], int(doc["window_start"])), now)
+
+
+def produce(
+    lab: Lab, devices: list[str], per_record: int, probe_every: float, seconds: float
+) -> tuple[int, dict[int, float]]:
+    """Readings sent by the synthetic devices, and the probe's out-of-bounds readings (seq -> ts)."""
+    producer = KafkaProducer(
+        **lab.client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
+    )
+    keys = {device: signing.device_key(lab.secret, device) for device in [*devices, PROBE]}
+    seqs = dict.fromkeys(keys, int(time.time() * 1000))
+    out: dict[int, float] = {}
+
+    def send(device: str, values: list[float], sensor: str, metric: str) -> None:
+        now = time.time()
+        readings = []
+        for value in values:
+            seqs[device] += 1
+            readings.append(Reading(device, seqs[device], sensor, metric, value, "C", now))
+        value_bytes = encode_batch(device, readings)
+        producer.send(
+            TOPIC,
+            key=device.encode(),
+            value=value_bytes,
+            headers=signing.headers(device, keys[device], value_bytes),
+        )
+
+    sent, started, next_probe, probes = 0, time.time(), time.time(), 0
+    # Each device sends once every `per_record` seconds, at its own offset within that period.
+    slot = per_record / max(len(devices), 1)
+    cursor = 0
+    while (now := time.time()) - started < seconds:
+        if now >= next_probe:
+            high = probes % 2 == 0
+            send(PROBE, [99.0 if high else 20.0], "simulated", "temperature")
+            if high:
+                out[seqs[PROBE]] = now
+            probes, next_probe = probes + 1, next_probe + probe_every
+        due = int((now - started) / slot) if devices else 0
+        while cursor < due:
+            device = devices[cursor % len(devices)]
+            send(device, [20.0 + (cursor % 7) * 0.1] * per_record, "bench", "value")
+            cursor, sent = cursor + 1, sent + per_record
+        time.sleep(0.01)
+    producer.flush()
+    producer.close()
+    return sent, out
+
+
+def wait_for_batches(lab: Lab, since: float, timeout: float = 600) -> None:
+    """Until every app has run a micro-batch with input since `since` (the apps restarted)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if all(batches(lab.event_log(app), since, time.time() + 1) for app in APPS):
+                return
+        except SystemExit:
+            pass
+        time.sleep(5)
+    raise SystemExit(f"the apps made no micro-batch within {timeout:.0f} s of their restart")
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return cuts[49], cuts[98]
+
+
+def phase(lab: Lab, name: str, devices: list[str], args: argparse.Namespace) -> Iterator[str]:
+    print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
+    restarted = time.time()
+    lab.converge(devices or [f"bench-{i}" for i in range(10)])
+    wait_for_batches(lab, restarted)
+    time.sleep(args.warmup)
+    watch = Watch(lab.client)
+    watch.start()
+    rss: dict[str, list[float]] = {app: [] for app in APPS}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(5):
+            for app, (unit, _) in APPS.items():
+                rss[app].append(driver_rss_mib(unit))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    since = time.time()
+    sent, probes = produce(lab, devices, args.per_record, args.probe_every, args.seconds)
+    until = time.time()
+    done.set()
+    time.sleep(args.settle)  # the last windows and alerts of the phase
+    watch.stop.set()
+    sampler.join()
+    end_to_window = [
+        arrived - (start + WINDOW_S)
+        for (device, start), arrived in watch.windows.items()
+        if since + args.settle <= start + WINDOW_S <= until
+    ]
+    to_alert = [watch.alerts[seq] - ts for seq, ts in probes.items() if seq in watch.alerts]
+    print(
+        f"  sent {sent:,} synthetic readings; {len(end_to_window)} windows ended in the phase arrived; "
+        f"{len(to_alert)}/{len(probes)} probe alerts arrived",
+        flush=True,
+    )
+    for app in APPS:
+        found = batches(lab.event_log(app), since, until)
+        walls, jobs = [b.wall_s for b in found], [b.jobs for b in found]
+        p50, p99 = quantiles(walls)
+        latency = quantiles(end_to_window if app == "sensor_aggregates" else to_alert)
+        what = "window end -> aggregate" if app == "sensor_aggregates" else "reading -> alert"
+        rows_in = statistics.median(b.rows for b in found) if found else 0
+        jobs_said = (
+            f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
+        )
+        rss_said = (
+            f"{statistics.median(rss[app]) if rss[app] else 0:,.0f} / {max(rss[app], default=0):,.0f} MiB"
+        )
+        yield (
+            f"| {name} | {app} | {len(found)} | {rows_in:,.0f} | {p50:.2f} s | {p99:.2f} s | {jobs_said} "
+            f"| {what}: {latency[0]:.1f} s / {latency[1]:.1f} s | {rss_said} | {lab.state_rows(app):,} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=300, help="how long each phase measures")
+    parser.add_argument("--warmup", type=float, default=60, help="after the apps' first batches")
+    parser.add_argument("--settle", type=float, default=40, help="after the phase, for its last outputs")
+    parser.add_argument(
+        "--devices", type=int, default=10_000, help="synthetic devices (0: the demo phase only)"
+    )
+    parser.add_argument(
+        "--per-record", type=int, default=10, help="readings per synthetic record (1 a second)"
+    )
+    parser.add_argument("--probe-every", type=float, default=15, help="seconds between the probe's readings")
+    parser.add_argument("--phases", default="demo,devices", help="which phases, in order")
+    args = parser.parse_args()
+    lab = Lab.find()
+    rows = []
+    try:
+        for name in args.phases.split(","):
+            devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
+            rows += list(phase(lab, name, devices, args))
+    finally:
+        print("restoring the spark play as the inventory has it", flush=True)
+        lab.restore()
+    print(
+        f"\nMicro-batch cost on the lab, {args.seconds:.0f} s per phase (trigger 10 s, window 60 s, "
+        "device slack 10 s)\n"
+    )
+    print(
+        "| phase | app | batches | input rows (median) | wall p50 | wall p99 | Spark jobs per batch: median "
+        "(min-max) | latency p50 / p99 | driver RSS median / max | state rows |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
