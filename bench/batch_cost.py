@@ -248,14 +248,16 @@ def produce(
 def wait_for_batches(lab: Lab, since: float, timeout: float = 600) -> None:
     """Until every app has run a micro-batch with input since `since` (the apps restarted)."""
     deadline = time.monotonic() + timeout
+    why = ""
     while time.monotonic() < deadline:
         try:
             if all(batches(lab.event_log(app), since, time.time() + 1) for app in APPS):
                 return
-        except SystemExit:
-            pass
+            why = "no micro-batch with input in their event logs"
+        except SystemExit as error:
+            why = str(error)
         time.sleep(5)
-    raise SystemExit(f"the apps made no micro-batch within {timeout:.0f} s of their restart")
+    raise SystemExit(f"the apps' restart was not followed within {timeout:.0f} s by a micro-batch: {why}")
 
 
 def quantiles(values: list[float]) -> tuple[float, float]:
