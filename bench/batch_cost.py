@@ -39,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import zstandard
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -81,7 +82,8 @@ class Lab:
         return cls(mtls_client(brokers, pki), Path(mount) / "spark", secret)
 
     def converge(self, devices: list[str]) -> None:
-        """The spark play with the event log on and these devices' keys; restarts the apps."""
+        """The spark play with the event log on and these devices' keys, then the apps restarted
+        (site.yml restarts them on such a change; the spark play alone does not touch them)."""
         extra = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
             json.dump(extra, file)
@@ -93,26 +95,29 @@ class Lab:
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
+        restart_apps()
         print(
             f"  spark.yml with {len(devices)} extra devices' keys: {time.monotonic() - started:.0f} s",
             flush=True,
         )
 
     def restore(self) -> None:
-        """The spark play as the inventory has it."""
+        """The spark play as the inventory has it, and the apps restarted with it."""
         subprocess.run(
             [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml"],
             cwd=REPO,
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        restart_apps()
 
     def event_log(self, app: str) -> list[dict[str, Any]]:
-        """The newest event log of the running app."""
-        logs = sorted((self.shared / "event-logs").glob("app-*.inprogress"), key=lambda p: p.stat().st_mtime)
-        for path in reversed(logs):
-            lines = path.read_text(errors="replace").splitlines()
-            events = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
+        """The newest event log of the running app (Spark 4's rolling layout, zstd-compressed)."""
+        logs = sorted((self.shared / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime)
+        for log in reversed(logs):
+            if not any(log.glob("appstatus_*.inprogress")):
+                continue
+            events = [json.loads(line) for line in _event_lines(log)]
             if any(
                 e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
             ):
@@ -129,6 +134,37 @@ class Lab:
         return sum(len(rows) for rows in json.loads(versions[-1].read_text()).values())
 
 
+def _event_lines(log: Path) -> Iterator[str]:
+    """Whole JSON lines of a rolling event log; the last may still be half written."""
+    for part in sorted(log.glob("events_*"), key=lambda p: int(p.name.split("_")[1])):
+        data = part.read_bytes()
+        if part.suffix == ".zstd":
+            data = _zstd_frames(data)
+        for line in data.decode(errors="replace").splitlines():
+            if line.startswith("{") and line.endswith("}"):
+                yield line
+
+
+def _zstd_frames(data: bytes) -> bytes:
+    """Every whole frame of a zstd stream that is still being written (Spark flushes a frame at a time)."""
+    out = []
+    while data:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            out.append(frame.decompress(data))
+        except zstandard.ZstdError:
+            break
+        if not frame.eof:
+            break  # the frame being written: its lines are not whole yet
+        data = frame.unused_data
+    return b"".join(out)
+
+
+def restart_apps() -> None:
+    for unit, _ in APPS.values():
+        subprocess.run(["podman", "exec", MASTER, "systemctl", "restart", unit], check=True)
+
+
 def driver_rss_mib(unit: str) -> float:
     """RSS of every process of the app's unit on the master (the driver's JVM and its Python)."""
     script = (
@@ -143,6 +179,7 @@ def driver_rss_mib(unit: str) -> float:
 
 @dataclass
 class Batch:
+    batch_id: int
     started: float
     wall_s: float
     rows: int
@@ -150,19 +187,31 @@ class Batch:
 
 
 def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Batch]:
-    """The app's micro-batches that started in [since, until), each with the jobs it ran."""
+    """The app's micro-batches with input that started in [since, until), each with the Spark
+    jobs it ran: those tagged with its batch id, and untagged ones submitted while it ran (a
+    job from a thread of the driver's own carries no tag)."""
     found = []
     for event in events:
         if event.get("Event") != PROGRESS_EVENT:
             continue
         progress = event["progress"]
         started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-        rows = progress.get("numInputRows", 0)
+        rows = sum(source.get("numInputRows", 0) for source in progress.get("sources", []))
         if since <= started < until and rows:
-            found.append(Batch(started, progress["durationMs"]["triggerExecution"] / 1000, rows))
-    starts = [e["Submission Time"] / 1000 for e in events if e.get("Event") == "SparkListenerJobStart"]
+            wall = progress["durationMs"]["triggerExecution"] / 1000
+            found.append(Batch(progress["batchId"], started, wall, rows))
+    jobs = [
+        (e["Submission Time"] / 1000, e.get("Properties", {}).get("streaming.sql.batchId"))
+        for e in events
+        if e.get("Event") == "SparkListenerJobStart"
+    ]
     for batch in found:
-        batch.jobs = sum(1 for t in starts if batch.started <= t <= batch.started + batch.wall_s)
+        batch.jobs = sum(
+            1
+            for at, tag in jobs
+            if tag == str(batch.batch_id)
+            or (tag is None and batch.started <= at <= batch.started + batch.wall_s)
+        )
     return found
 
 

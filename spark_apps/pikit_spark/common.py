@@ -157,6 +157,11 @@ def session(app: str, shuffle_partitions: int) -> SparkSession:
         SparkSession.builder.appName(app)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        # Adaptive execution runs each shuffle's map side as a Spark job of its own: a micro-batch's
+        # one read becomes two jobs, and on a Pi a job costs a second or more whatever its size.
+        # Its gains (coalescing a few shuffle partitions, re-planning joins) are nil for these
+        # batches, whose shuffles hold summaries of thousands of rows and whose joins are broadcast.
+        .config("spark.sql.adaptive.enabled", "false")
         # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
         .config(
             "spark.sql.streaming.stateStore.providerClass",
