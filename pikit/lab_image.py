@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from pikit.lab_emulation import enable_emulation
 from pikit.phases import exclusive, phase, run, say
 
 # What Raspberry Pi Imager installs today (Raspberry Pi OS on Debian 13); Bookworm (12) stays
@@ -106,87 +107,6 @@ def debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-# systemd 255 and later (Trixie has 257) starts every unit through systemd-executor, which it
-# runs from an open file descriptor. Under binfmt_misc that needs the O (open-binary) flag, and
-# even then Debian 12's qemu-user 7.2 fails every unit with Result=resources (sshd never
-# starts). qemu-user 10.0 (Debian 13's, and bookworm-backports') with flags POCF starts them.
-# Tried on 2026-11-28: 7.2 with PF or POCF and 10.0 with PF fail, 10.0 with POCF boots.
-QEMU_MIN_MAJOR = 10
-BINFMT_FLAGS = "POCF"
-_BINFMT = Path("/proc/sys/fs/binfmt_misc")
-
-
-def enable_emulation(arch: str) -> None:
-    """qemu-user for `arch`, new enough for systemd 257, registered so that it can run it."""
-    qemu = {"arm64": "aarch64", "armhf": "arm"}[arch]
-    installed = False
-    if _qemu_major(qemu) < QEMU_MIN_MAJOR:
-        _install_qemu()
-        installed = True
-        if _qemu_major(qemu) < QEMU_MIN_MAJOR:
-            raise SystemExit(f"qemu-{qemu}-static is older than {QEMU_MIN_MAJOR}.0 after installing it")
-    if not (_BINFMT / "status").exists():
-        run(["mount", "-t", "binfmt_misc", "binfmt_misc", _BINFMT])
-    entry = _BINFMT / f"qemu-{qemu}"
-    if not entry.exists():
-        run(["update-binfmts", "--enable", f"qemu-{qemu}"], check=False)
-    # With F the kernel keeps the interpreter it opened at registration: a new qemu needs a new one.
-    if installed or not set(BINFMT_FLAGS) <= set(_binfmt_field(entry, "flags:")):
-        _register(entry)
-
-
-def _qemu_major(qemu: str) -> int:
-    binary = Path(f"/usr/bin/qemu-{qemu}-static")
-    if not binary.exists():
-        return 0
-    said = run([binary, "--version"], capture=True).stdout.decode().split()
-    return int(said[2].split(".")[0]) if len(said) > 2 and said[2][:1].isdigit() else 0
-
-
-def _install_qemu() -> None:
-    release = dict(
-        line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line
-    )
-    if release.get("VERSION_CODENAME") == "bookworm":
-        sources = Path("/etc/apt/sources.list.d/pikit-bookworm-backports.list")
-        sources.write_text(f"deb {debian_mirror()} bookworm-backports main\n")
-        run(["apt-get", "update", "-qq"])
-        run(
-            [
-                "apt-get",
-                "install",
-                "-y",
-                "-qq",
-                "-t",
-                "bookworm-backports",
-                "qemu-user-static",
-                "binfmt-support",
-            ]
-        )
-    else:
-        run(["apt-get", "install", "-y", "-qq", "qemu-user-static", "binfmt-support"])
-
-
-def _binfmt_field(entry: Path, name: str) -> str:
-    for line in entry.read_text().splitlines():
-        if line.startswith(name):
-            return line.split(None, 1)[1] if " " in line else ""
-    return ""
-
-
-def _register(entry: Path) -> None:
-    def escaped(hexed: str) -> str:
-        return "".join(f"\\x{hexed[i : i + 2]}" for i in range(0, len(hexed), 2))
-
-    interpreter = _binfmt_field(entry, "interpreter")
-    magic, mask = _binfmt_field(entry, "magic"), _binfmt_field(entry, "mask")
-    offset = _binfmt_field(entry, "offset") or "0"
-    entry.write_text("-1")
-    (_BINFMT / "register").write_text(
-        f":{entry.name}:M:{offset}:{escaped(magic)}:{escaped(mask)}:{interpreter}:{BINFMT_FLAGS}"
-    )
-
-
 def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     for hostkey in (rootfs / "etc/ssh").glob("ssh_host_*"):
         hostkey.unlink()
@@ -230,7 +150,7 @@ def ensure_image(suite: str = DEFAULT_SUITE, arch: str | None = None) -> str:
     image = image_name(suite, arch)
     wanted = recipe_hash(suite, arch)
     if arch != host_arch():
-        enable_emulation(arch)
+        enable_emulation(arch, debian_mirror())
     with exclusive(lab_home() / "build" / f"image-{suite}-{arch}.lock", f"building {image}"):
         if _current_label(image) == wanted:
             say(f"image {image} is current (recipe {wanted})")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pikit import lab_image
+from pikit import lab_emulation
 
 ENTRY = """enabled
 interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
@@ -20,11 +20,11 @@ mask ffffffffffffff00fffffffffffffffffeffffff
 def test_an_entry_without_open_binary_is_registered_again_with_the_same_match(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lab_image, "_BINFMT", tmp_path)
+    monkeypatch.setattr(lab_emulation, "_BINFMT", tmp_path)
     entry = tmp_path / "qemu-aarch64"
     entry.write_text(ENTRY)
-    assert lab_image._binfmt_field(entry, "flags:") == "PF"
-    lab_image._register(entry)
+    assert lab_emulation._binfmt_field(entry, "flags:") == "PF"
+    lab_emulation._register(entry)
     assert entry.read_text() == "-1", "the old entry is removed first"
     registered = (tmp_path / "register").read_text()
     name, kind, offset, magic, mask, interpreter, flags = registered.split(":")[1:]
