@@ -43,6 +43,33 @@ _EMULATION_CREDENTIAL_UNITS = [
     "systemd-tmpfiles-setup-dev.service",
 ]
 
+# Under qemu-user (10.0) systemd 257 cannot set up a unit's mount namespace: every unit that asks
+# for one (ProtectSystem=, PrivateTmp=, ReadWritePaths=, ...) fails with 226/NAMESPACE, Debian's
+# own chrony among them (Bookworm's systemd 252 and chrony 4.3 did not meet this). An emulated
+# node's services run without those settings; the kit's units are unchanged, and every native
+# node, the lab's included, applies them. The name sorts after every unit's own drop-ins.
+_EMULATION_NO_MOUNT_NAMESPACE = """\
+# The lab's emulated node (pikit/lab_image.py): qemu-user cannot set up mount namespaces.
+[Service]
+ProtectSystem=no
+ProtectHome=no
+PrivateTmp=no
+PrivateDevices=no
+PrivateMounts=no
+ProtectProc=default
+ProcSubset=all
+ProtectKernelTunables=no
+ProtectKernelModules=no
+ProtectKernelLogs=no
+ProtectControlGroups=no
+ReadWritePaths=
+ReadOnlyPaths=
+InaccessiblePaths=
+TemporaryFileSystem=
+BindPaths=
+BindReadOnlyPaths=
+"""
+
 _SSH_HOSTKEY_DROPIN = """\
 # Each container makes its own host keys on first boot (the image ships none).
 [Service]
@@ -135,6 +162,9 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
             unit_dropin = rootfs / f"etc/systemd/system/{unit}.d/no-credentials.conf"
             unit_dropin.parent.mkdir(parents=True, exist_ok=True)
             unit_dropin.write_text("[Service]\nLoadCredential=\n")
+        every_service = rootfs / "etc/systemd/system/service.d/99-pikit-emulated.conf"
+        every_service.parent.mkdir(parents=True, exist_ok=True)
+        every_service.write_text(_EMULATION_NO_MOUNT_NAMESPACE)
 
     run(["chroot", rootfs, "apt-get", "clean"])
     shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
