@@ -36,20 +36,15 @@ PACKAGES = [
     "ca-certificates",
 ]
 
-# Under qemu-user emulation these units fail with status=243/CREDENTIALS.
-_EMULATION_CREDENTIAL_UNITS = [
-    "systemd-sysusers.service",
-    "systemd-tmpfiles-setup.service",
-    "systemd-tmpfiles-setup-dev.service",
-]
-
 # Under qemu-user (10.0) systemd 257 cannot set up a unit's mount namespace: every unit that asks
 # for one (ProtectSystem=, PrivateTmp=, ReadWritePaths=, ...) fails with 226/NAMESPACE, Debian's
-# own chrony among them (Bookworm's systemd 252 and chrony 4.3 did not meet this). An emulated
-# node's services run without those settings; the kit's units are unchanged, and every native
-# node, the lab's included, applies them. The name sorts after every unit's own drop-ins.
-_EMULATION_NO_MOUNT_NAMESPACE = """\
-# The lab's emulated node (pikit/lab_image.py): qemu-user cannot set up mount namespaces.
+# own chrony among them (Bookworm's systemd 252 and chrony 4.3 did not meet this). Nor can it
+# pass a unit credentials: those that load or import any (journald, sysusers, tmpfiles) fail
+# with 243/CREDENTIALS. An emulated node's services run without those settings; the kit's units
+# are unchanged, and every native node, the lab's included, applies them. A drop-in of the
+# service.d directory applies to every service and overrides its unit file.
+_EMULATED_SERVICE_DROPIN = """\
+# The lab's emulated node (pikit/lab_image.py): qemu-user cannot set up mount namespaces or credentials.
 [Service]
 ProtectSystem=no
 ProtectHome=no
@@ -68,6 +63,8 @@ InaccessiblePaths=
 TemporaryFileSystem=
 BindPaths=
 BindReadOnlyPaths=
+LoadCredential=
+ImportCredential=
 """
 
 _SSH_HOSTKEY_DROPIN = """\
@@ -158,13 +155,9 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     dbus_id.symlink_to("/etc/machine-id")
 
     if emulated:
-        for unit in _EMULATION_CREDENTIAL_UNITS:
-            unit_dropin = rootfs / f"etc/systemd/system/{unit}.d/no-credentials.conf"
-            unit_dropin.parent.mkdir(parents=True, exist_ok=True)
-            unit_dropin.write_text("[Service]\nLoadCredential=\n")
         every_service = rootfs / "etc/systemd/system/service.d/99-pikit-emulated.conf"
         every_service.parent.mkdir(parents=True, exist_ok=True)
-        every_service.write_text(_EMULATION_NO_MOUNT_NAMESPACE)
+        every_service.write_text(_EMULATED_SERVICE_DROPIN)
 
     run(["chroot", rootfs, "apt-get", "clean"])
     shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
