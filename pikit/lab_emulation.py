@@ -6,6 +6,7 @@ host runs an emulated node is not part of the image.
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 from pikit.phases import run
@@ -54,10 +55,7 @@ def _qemu_major(qemu: str) -> int:
 
 
 def _install_qemu(mirror: str) -> None:
-    release = dict(
-        line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line
-    )
-    if release.get("VERSION_CODENAME") == "bookworm":
+    if platform.freedesktop_os_release().get("VERSION_CODENAME") == "bookworm":
         sources = Path("/etc/apt/sources.list.d/pikit-bookworm-backports.list")
         sources.write_text(f"deb {mirror} bookworm-backports main\n")
         run(["apt-get", "update", "-qq"])
