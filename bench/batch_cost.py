@@ -41,18 +41,15 @@ from typing import Any
 
 import zstandard
 from edge_agent.contract import Reading, encode_batch
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 
+from bench import lab as lab_
 from edge_agent import signing
 from pikit import REPO
-from pikit.lab import spec_from_inventory
-from pikit.lab_image import lab_home
-from pikit.topic import mtls_client
 
 TOPIC = "sensor-readings"
 WINDOW_S = 60
 PROBE = "probe-0"
-MASTER = "pi-4"
 # app name -> (its systemd unit, its state directory under the checkpoints)
 APPS = {
     "sensor_aggregates": ("spark-app-sensor-aggregates", "sensor_aggregates/device-state"),
@@ -62,24 +59,14 @@ PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryPro
 
 
 @dataclass
-class Lab:
-    client: dict[str, Any]
-    shared: Path  # the shared volume's mount point on this machine
-    secret: bytes
+class Apps:
+    """The lab's two streaming apps: converged, restarted and read back."""
+
+    lab: lab_.Lab
 
     @classmethod
-    def find(cls) -> Lab:
-        spec = spec_from_inventory(REPO / "inventory/lab")
-        pki: Path = lab_home() / "state" / spec.name / "pki"
-        brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
-        mount = subprocess.run(
-            ["podman", "volume", "inspect", f"{spec.name}-shared", "--format", "{{.Mountpoint}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        secret = signing.read_site_secret(str(pki.parent / "device-signing-secret"))
-        return cls(mtls_client(brokers, pki), Path(mount) / "spark", secret)
+    def find(cls) -> Apps:
+        return cls(lab_.find())
 
     def converge(self, devices: list[str]) -> None:
         """The spark play with the event log on and these devices' keys, then the apps restarted
@@ -89,13 +76,8 @@ class Lab:
             json.dump(extra, file)
             file.flush()
             started = time.monotonic()
-            subprocess.run(
-                [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml", "-e", f"@{file.name}"],
-                cwd=REPO,
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-        restart_apps()
+            play("-e", f"@{file.name}")
+        self.restart()
         print(
             f"  spark.yml with {len(devices)} extra devices' keys: {time.monotonic() - started:.0f} s",
             flush=True,
@@ -103,17 +85,18 @@ class Lab:
 
     def restore(self) -> None:
         """The spark play as the inventory has it, and the apps restarted with it."""
-        subprocess.run(
-            [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml"],
-            cwd=REPO,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        restart_apps()
+        play()
+        self.restart()
+
+    def restart(self) -> None:
+        for unit, _ in APPS.values():
+            subprocess.run(["podman", "exec", self.lab.master, "systemctl", "restart", unit], check=True)
 
     def event_log(self, app: str) -> list[dict[str, Any]]:
         """The newest event log of the running app (Spark 4's rolling layout, zstd-compressed)."""
-        logs = sorted((self.shared / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime)
+        logs = sorted(
+            (self.lab.spark_shared / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime
+        )
         for log in reversed(logs):
             if not any(log.glob("appstatus_*.inprogress")):
                 continue
@@ -122,11 +105,11 @@ class Lab:
                 e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
             ):
                 return events
-        raise SystemExit(f"no running event log of {app} under {self.shared / 'event-logs'}")
+        raise SystemExit(f"no running event log of {app} under {self.lab.spark_shared / 'event-logs'}")
 
     def state_rows(self, app: str) -> int:
         versions = sorted(
-            (self.shared / "checkpoints" / APPS[app][1]).glob("batch=*.json"),
+            (self.lab.spark_shared / "checkpoints" / APPS[app][1]).glob("batch=*.json"),
             key=lambda p: int(p.name.removeprefix("batch=").removesuffix(".json")),
         )
         if not versions:
@@ -160,19 +143,29 @@ def _zstd_frames(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def restart_apps() -> None:
-    for unit, _ in APPS.values():
-        subprocess.run(["podman", "exec", MASTER, "systemctl", "restart", unit], check=True)
+def play(*extra: str) -> None:
+    """The spark play; its output goes to a log, whose end is shown if the play fails."""
+    log = Path(tempfile.gettempdir()) / "pikit-bench-spark-play.log"
+    with log.open("w") as out:
+        done = subprocess.run(
+            [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml", *extra],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    if done.returncode:
+        tail = "\n".join(log.read_text().splitlines()[-40:])
+        raise SystemExit(f"playbooks/spark.yml failed ({done.returncode}); the end of {log}:\n{tail}")
 
 
-def driver_rss_mib(unit: str) -> float:
+def driver_rss_mib(master: str, unit: str) -> float:
     """RSS of every process of the app's unit on the master (the driver's JVM and its Python)."""
     script = (
         f"cg=$(systemctl show -p ControlGroup --value {unit}); "
         "for p in $(cat /sys/fs/cgroup$cg/cgroup.procs); do grep VmRSS /proc/$p/status; done"
     )
     out = subprocess.run(
-        ["podman", "exec", MASTER, "sh", "-c", script], capture_output=True, text=True
+        ["podman", "exec", master, "sh", "-c", script], capture_output=True, text=True
     ).stdout
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("VmRSS")) / 1024
 
@@ -219,20 +212,14 @@ def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Ba
 class Watch(threading.Thread):
     """When each window's aggregate and each probe alert arrived (read_committed)."""
 
-    client: dict[str, Any]
+    lab: lab_.Lab
     windows: dict[tuple[str, int], float] = field(default_factory=dict)
     alerts: dict[int, float] = field(default_factory=dict)  # probe seq -> arrival
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         super().__init__(daemon=True)
-        self.consumer = KafkaConsumer(
-            "sensor-aggregates",
-            "sensor-alerts",
-            **self.client,
-            auto_offset_reset="latest",
-            isolation_level="read_committed",
-        )
+        self.consumer = self.lab.committed("sensor-aggregates", "sensor-alerts")
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -248,13 +235,13 @@ class Watch(threading.Thread):
 
 
 def produce(
-    lab: Lab, devices: list[str], per_record: int, probe_every: float, seconds: float
+    lab: lab_.Lab, devices: list[str], per_record: int, probe_every: float, seconds: float
 ) -> tuple[int, dict[int, float]]:
     """Readings sent by the synthetic devices, and the probe's out-of-bounds readings (seq -> ts)."""
     producer = KafkaProducer(
         **lab.client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
-    keys = {device: signing.device_key(lab.secret, device) for device in [*devices, PROBE]}
+    keys = lab.device_keys([*devices, PROBE])
     seqs = dict.fromkeys(keys, int(time.time() * 1000))
     out: dict[int, float] = {}
 
@@ -294,13 +281,13 @@ def produce(
     return sent, out
 
 
-def wait_for_batches(lab: Lab, since: float, timeout: float = 600) -> None:
+def wait_for_batches(apps: Apps, since: float, timeout: float = 600) -> None:
     """Until every app has run a micro-batch with input since `since` (the apps restarted)."""
     deadline = time.monotonic() + timeout
     why = ""
     while time.monotonic() < deadline:
         try:
-            if all(batches(lab.event_log(app), since, time.time() + 1) for app in APPS):
+            if all(batches(apps.event_log(app), since, time.time() + 1) for app in APPS):
                 return
             why = "no micro-batch with input in their event logs"
         except SystemExit as error:
@@ -316,13 +303,13 @@ def quantiles(values: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
-def phase(lab: Lab, name: str, devices: list[str], args: argparse.Namespace) -> Iterator[str]:
+def phase(apps: Apps, name: str, devices: list[str], args: argparse.Namespace) -> Iterator[str]:
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
-    lab.converge(devices or [f"bench-{i}" for i in range(10)])
-    wait_for_batches(lab, restarted)
+    apps.converge(devices or [f"bench-{i}" for i in range(10)])
+    wait_for_batches(apps, restarted)
     time.sleep(args.warmup)
-    watch = Watch(lab.client)
+    watch = Watch(apps.lab)
     watch.start()
     rss: dict[str, list[float]] = {app: [] for app in APPS}
     done = threading.Event()
@@ -330,12 +317,12 @@ def phase(lab: Lab, name: str, devices: list[str], args: argparse.Namespace) -> 
     def sample() -> None:
         while not done.wait(5):
             for app, (unit, _) in APPS.items():
-                rss[app].append(driver_rss_mib(unit))
+                rss[app].append(driver_rss_mib(apps.lab.master, unit))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     since = time.time()
-    sent, probes = produce(lab, devices, args.per_record, args.probe_every, args.seconds)
+    sent, probes = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
     until = time.time()
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
@@ -353,7 +340,7 @@ def phase(lab: Lab, name: str, devices: list[str], args: argparse.Namespace) -> 
         flush=True,
     )
     for app in APPS:
-        found = batches(lab.event_log(app), since, until)
+        found = batches(apps.event_log(app), since, until)
         walls, jobs = [b.wall_s for b in found], [b.jobs for b in found]
         p50, p99 = quantiles(walls)
         latency = quantiles(end_to_window if app == "sensor_aggregates" else to_alert)
@@ -367,7 +354,7 @@ def phase(lab: Lab, name: str, devices: list[str], args: argparse.Namespace) -> 
         )
         yield (
             f"| {name} | {app} | {len(found)} | {rows_in:,.0f} | {p50:.2f} s | {p99:.2f} s | {jobs_said} "
-            f"| {what}: {latency[0]:.1f} s / {latency[1]:.1f} s | {rss_said} | {lab.state_rows(app):,} |"
+            f"| {what}: {latency[0]:.1f} s / {latency[1]:.1f} s | {rss_said} | {apps.state_rows(app):,} |"
         )
 
 
@@ -385,15 +372,15 @@ def main() -> None:
     parser.add_argument("--probe-every", type=float, default=15, help="seconds between the probe's readings")
     parser.add_argument("--phases", default="demo,devices", help="which phases, in order")
     args = parser.parse_args()
-    lab = Lab.find()
+    apps = Apps.find()
     rows = []
     try:
         for name in args.phases.split(","):
             devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
-            rows += list(phase(lab, name, devices, args))
+            rows += list(phase(apps, name, devices, args))
     finally:
         print("restoring the spark play as the inventory has it", flush=True)
-        lab.restore()
+        apps.restore()
     print(
         f"\nMicro-batch cost on the lab, {args.seconds:.0f} s per phase (trigger 10 s, window 60 s, "
         "device slack 10 s)\n"

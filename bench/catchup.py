@@ -37,7 +37,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from kafka.admin import (
@@ -54,11 +53,9 @@ from kafka.admin import (
 )
 
 from bench import eventlog
+from bench import lab as lab_
 from edge_agent import signing
 from pikit import REPO
-from pikit.lab import spec_from_inventory
-from pikit.lab_image import lab_home
-from pikit.topic import mtls_client
 
 PREFIX = "pikit-bench-"
 READINGS = f"{PREFIX}readings"
@@ -75,11 +72,6 @@ STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
 }
-
-
-def groups() -> dict[str, list[str]]:
-    doc = yaml.safe_load((REPO / "inventory/lab/hosts.yml").read_text())
-    return {name: list((g or {}).get("hosts") or {}) for name, g in doc["all"]["children"].items()}
 
 
 def sh(node: str, *cmd: str, user: str | None = None, stdin: bytes | None = None) -> str:
@@ -249,21 +241,15 @@ def main() -> None:
         "--stages", action="store_true", help="also print each run's stages from its Spark event log"
     )
     args = parser.parse_args()
-    spec = spec_from_inventory(REPO / "inventory/lab")
-    g = groups()
-    ips = {n.name: n.ip for n in spec.nodes}
-    client = mtls_client(
-        [f"{ips[b]}:9092" for b in g["kafka_broker"]], lab_home() / "state" / spec.name / "pki"
-    )
-    master = g["spark_master"][0]
+    lab = lab_.find()
+    g, client, master = lab.groups, lab.client, lab.master
     submit = SubmitLine(master)
     admin = KafkaAdminClient(**client)
     partitions = len(admin.describe_topics(["sensor-readings"])[0]["partitions"])
     principal = "spark"  # kafka_spark_principal's default, which the lab keeps
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in CONTENDERS}
     with bench_topics(admin, partitions, principal):
-        secret = signing.read_site_secret(str(lab_home() / "state" / spec.name / "device-signing-secret"))
-        keys = {f"bench-{d}": signing.device_key(secret, f"bench-{d}") for d in range(args.devices)}
+        keys = lab.device_keys([f"bench-{d}" for d in range(args.devices)])
         records = fill(client, args.readings, keys)
         readings = args.readings // args.devices * args.devices
         print(

@@ -7,9 +7,15 @@ DEAD_EVERY that is not JSON; the aggregates topic is watched for their windows a
 topic for those records. A step is sustained when every query's consumer lag (the readings topic's
 end offsets minus the offsets of the newest committed micro-batch in the query's checkpoint on the
 lab's shared volume, sampled every 5 s) does not grow over the step: its least-squares slope after
-the first third of the step stays under 5 % of the offered rate. The queries are
+the first third of the step stays under 5 % of the accepted rate. The queries are
 sensor_aggregates (windows, late readings and dead letters) and anomaly_alerts. Latency is, per
 reading, the moment its window's aggregate arrived minus the moment the reading was taken.
+
+A step of `max` offers what the brokers accept: the producer sends as fast as its acks=all
+allow, on the same machine as the lab. Every step reports the readings/s the brokers accepted
+(the last acknowledged, from the first send) and, per query, the records it committed while the
+step ran over the records the brokers accepted: "does the query keep up with what the cluster
+takes in?", whatever this machine's producer can offer.
 
     make bench-pipeline      (or: PATH=.venv/bin:$PATH .venv/bin/python -m bench.pipeline --rates ...)
 """
@@ -20,22 +26,17 @@ import argparse
 import json
 import random
 import statistics
-import subprocess
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from bench import lab as lab_
 from edge_agent import signing
-from pikit import REPO
-from pikit.lab import spec_from_inventory
-from pikit.lab_image import lab_home
-from pikit.topic import mtls_client
 
 DEVICES = [f"bench-{i}" for i in range(10)]
 TOPIC = "sensor-readings"
@@ -44,21 +45,17 @@ DEAD_EVERY = 500
 WINDOW_S = 60
 NOT_JSON = b"bench: not json "
 # Each streaming query's checkpoint, under the lab's shared checkpoints directory.
+# Readings handed to the producer per turn when it goes as fast as it can (its batching still applies).
+FLOOD_CHUNK = 20 * PER_RECORD
 QUERIES = {"sensor_aggregates": "sensor_aggregates/stream", "anomaly_alerts": "anomaly_alerts/readings"}
 
 
 class Watch(threading.Thread):
     """Arrival time of every bench window in the aggregates topic; the bench's dead letters."""
 
-    def __init__(self, client: dict[str, Any]) -> None:
+    def __init__(self, lab: lab_.Lab) -> None:
         super().__init__(daemon=True)
-        self.consumer = KafkaConsumer(
-            "sensor-aggregates",
-            "sensor-dead-letter",
-            **client,
-            auto_offset_reset="latest",
-            isolation_level="read_committed",
-        )
+        self.consumer = lab.committed("sensor-aggregates", "sensor-dead-letter")
         self.arrived: dict[tuple[str, int], float] = {}
         self.dead: set[bytes] = set()
         self.stop = threading.Event()
@@ -80,15 +77,9 @@ class Watch(threading.Thread):
 class SparkLag:
     """Records of the readings topic that a streaming query has not yet processed."""
 
-    def __init__(self, client: dict[str, Any], lab: str, checkpoint: str) -> None:
-        mount = subprocess.run(
-            ["podman", "volume", "inspect", f"{lab}-shared", "--format", "{{.Mountpoint}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        self.offsets = Path(mount) / "spark/checkpoints" / checkpoint / "offsets"
-        self.consumer = KafkaConsumer(**client)
+    def __init__(self, lab: lab_.Lab, checkpoint: str) -> None:
+        self.offsets = lab.spark_shared / "checkpoints" / checkpoint / "offsets"
+        self.consumer = KafkaConsumer(**lab.client)
 
     def processed(self) -> dict[int, int]:
         """End offsets of the newest batch Spark committed (offsets/N is written when batch N is
@@ -105,6 +96,10 @@ class SparkLag:
         ends = self.consumer.end_offsets(parts)
         processed = self.processed()
         return sum(end - processed.get(tp.partition, 0) for tp, end in ends.items())
+
+    def committed(self) -> int:
+        """Offsets of the readings topic up to the newest batch the query committed, summed."""
+        return sum(self.processed().values())
 
     def sample(self, samples: list[tuple[float, int]], done: threading.Event, every: float = 5.0) -> None:
         while True:
@@ -132,8 +127,9 @@ def produce(
     rate: int,
     seconds: float,
     taken: dict[tuple[str, int], list[float]],
-) -> tuple[int, int]:
-    """Readings sent at `rate` for `seconds`, and the records that were not JSON among them."""
+) -> tuple[int, int, float]:
+    """Readings sent at `rate` (0: as fast as the brokers accept them) for `seconds`, the records
+    that were not JSON among them, and the seconds until the last was acknowledged."""
     producer = KafkaProducer(
         **client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
@@ -147,7 +143,7 @@ def produce(
     rng = random.Random(1)
     sent, dead, started = 0, 0, time.monotonic()
     while time.monotonic() - started < seconds:
-        due = int(rate * (time.monotonic() - started)) - sent
+        due = int(rate * (time.monotonic() - started)) - sent if rate else FLOOD_CHUNK
         for _ in range(max(0, due) // PER_RECORD):
             device = rng.choice(DEVICES)
             if rng.randrange(DEAD_EVERY) == 0:
@@ -161,33 +157,36 @@ def produce(
             send(device, encode_batch(device, readings))
             taken[(device, int(now // 60 * 60))].extend([now] * PER_RECORD)
             sent += PER_RECORD
-        time.sleep(0.01)
+        if rate:
+            time.sleep(0.01)
     producer.flush()
+    elapsed = time.monotonic() - started
     producer.close()
-    return sent, dead
+    return sent, dead, elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", default="6000,15000,30000,60000", help="readings/s per step")
+    parser.add_argument(
+        "--rates",
+        default="6000,15000,30000,60000",
+        help="readings/s per step; `max`: as fast as the brokers accept the bench's producer",
+    )
     parser.add_argument("--seconds", type=float, default=150, help="length of each step")
     parser.add_argument("--settle", type=float, default=150, help="wait after the last step for its windows")
     parser.add_argument(
         "--drain", type=float, default=300, help="at most this long for Spark to catch up between steps"
     )
     args = parser.parse_args()
-    spec = spec_from_inventory(REPO / "inventory/lab")
-    pki: Path = lab_home() / "state" / spec.name / "pki"
-    brokers = [f"{n.ip}:9092" for n in spec.nodes if n.name in ("pi-1", "pi-2", "pi-3")]
-    client = mtls_client(brokers, pki)
+    lab = lab_.find()
+    client = lab.client
     # The lab registers these devices (pikit_device_signing_extra): they sign as agents do.
-    secret = signing.read_site_secret(str(pki.parent / "device-signing-secret"))
-    keys = {device: signing.device_key(secret, device) for device in DEVICES}
-    watch = Watch(client)
+    keys = lab.device_keys(DEVICES)
+    watch = Watch(lab)
     watch.start()
-    lags = {name: SparkLag(client, spec.name, checkpoint) for name, checkpoint in QUERIES.items()}
+    lags = {name: SparkLag(lab, checkpoint) for name, checkpoint in QUERIES.items()}
     results = []
-    for rate in (int(r) for r in args.rates.split(",")):
+    for rate in (0 if r == "max" else int(r) for r in args.rates.split(",")):
         taken: dict[tuple[str, int], list[float]] = defaultdict(list)
         samples: dict[str, list[tuple[float, int]]] = {name: [] for name in lags}
         done = threading.Event()
@@ -197,14 +196,16 @@ def main() -> None:
         ]
         for sampler in samplers:
             sampler.start()
-        sent, dead = produce(client, keys, rate, args.seconds, taken)
+        committed = {name: lag.committed() for name, lag in lags.items()}
+        sent, dead, elapsed = produce(client, keys, rate, args.seconds, taken)
+        committed = {name: lag.committed() - committed[name] for name, lag in lags.items()}
         done.set()
         for sampler in samplers:
             sampler.join()
         growth = {name: lag_growth(s, skip=args.seconds / 3) * PER_RECORD for name, s in samples.items()}
-        results.append(Step(rate, sent, dead, samples, growth, taken))
+        results.append(Step(rate, sent, dead, elapsed, committed, samples, growth, taken))
         print(
-            f"step {rate}/s: sent {sent}, "
+            f"step {rate or 'max'}/s: sent {sent} in {elapsed:.0f} s, "
             + "; ".join(
                 f"{name} lag {s[0][1]} -> {s[-1][1]} records, growing by {growth[name]:.0f} readings/s"
                 for name, s in samples.items()
@@ -214,7 +215,7 @@ def main() -> None:
         # Let Spark catch up before the next step: back within two triggers' worth of records.
         drain_until = time.monotonic() + args.drain
         while (
-            max(lag.records() for lag in lags.values()) > 2 * rate * 10 // PER_RECORD
+            max(lag.records() for lag in lags.values()) > 2 * results[-1].accepted * 10 // PER_RECORD
             and time.monotonic() < drain_until
         ):
             time.sleep(5)
@@ -225,12 +226,24 @@ def main() -> None:
 
 @dataclass
 class Step:
-    rate: int
+    rate: int  # offered readings/s; 0: as fast as the brokers accept them
     sent: int
     dead: int  # records that were not JSON
+    elapsed: float  # from the first send to the last acknowledgement
+    committed: dict[str, int]  # records each query committed (its checkpoint) while the step ran
     samples: dict[str, list[tuple[float, int]]]
     growth: dict[str, float]
     taken: dict[tuple[str, int], list[float]]
+
+    @property
+    def accepted(self) -> float:
+        """Readings/s the brokers acknowledged (acks=all) from the bench's producer."""
+        return self.sent / self.elapsed
+
+    def ratio(self, query: str) -> float:
+        """The query's committed records over the step against the records the brokers accepted
+        (the lab's agents' few records count for the query, not for the brokers)."""
+        return self.committed[query] / (self.sent // PER_RECORD + self.dead)
 
 
 def quantiles(values: list[float]) -> tuple[str, str]:
@@ -244,12 +257,14 @@ def report(seconds: float, results: list[Step], watch: Watch) -> None:
     names = list(QUERIES)
     print(f"\nLab pipeline, {seconds:.0f} s per step (window 1 min, per-device slack 10 s, trigger 10 s)\n")
     print(
-        "| offered readings/s | sent | "
+        "| offered readings/s | sent | brokers accepted readings/s | "
+        + " | ".join(f"{n}: committed / accepted" for n in names)
+        + " | "
         + " | ".join(f"{n}: lag median (records), growth (readings/s)" for n in names)
         + " | sustained by every query | windows in | dead letters in | after window end p50 | p99 "
         "| reading to aggregate p50 | p99 |"
     )
-    print("|---:|---:|" + "---:|" * len(names) + ":---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|" + "---:|" * 2 * len(names) + ":---:|---:|---:|---:|---:|---:|---:|")
     for step in results:
         arrived = watch.arrived
         per_reading = [arrived[k] - ts for k, stamps in step.taken.items() if k in arrived for ts in stamps]
@@ -258,12 +273,14 @@ def report(seconds: float, results: list[Step], watch: Watch) -> None:
         emitted = sum(1 for key in step.taken if key in arrived)
         dead_in = sum(1 for v in watch.dead if v.startswith(NOT_JSON + f"{step.rate} ".encode()))
         # Lag that grows by less than 5 % of the offered rate is noise of the micro-batch cycle.
-        kept_up = all(g < 0.05 * step.rate for g in step.growth.values())
+        kept_up = all(g < 0.05 * step.accepted for g in step.growth.values())
+        ratios = " | ".join(f"{step.ratio(q):.2f}" for q in names)
         lags = " | ".join(
             f"{statistics.median(n for _, n in step.samples[q]):,.0f}, {step.growth[q]:,.0f}" for q in names
         )
         print(
-            f"| {step.rate:,} | {step.sent:,} | {lags} | {'yes' if kept_up else 'no'} "
+            f"| {step.rate or 'max':,} | {step.sent:,} | {step.accepted:,.0f} | {ratios} | {lags} "
+            f"| {'yes' if kept_up else 'no'} "
             f"| {emitted}/{len(step.taken)} | {dead_in}/{step.dead} | {' | '.join(quantiles(after_end))} "
             f"| {' | '.join(quantiles(per_reading))} |"
         )

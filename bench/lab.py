@@ -1,0 +1,67 @@
+"""The demo's lab as the benches reach it from this machine: its groups, the brokers over mTLS,
+the shared volume that holds the Spark apps' checkpoints and event logs, and the devices' keys."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kafka import KafkaConsumer
+
+from edge_agent import signing
+from pikit import REPO
+from pikit.lab import spec_from_inventory
+from pikit.lab_image import lab_home
+from pikit.topic import mtls_client
+
+INVENTORY = REPO / "inventory/lab"
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    groups: dict[str, list[str]]  # inventory group -> its hosts
+    ips: dict[str, str]  # node -> address
+    client: dict[str, Any]  # kafka-python's mTLS settings for the lab's brokers
+    state: Path  # the controller's state of this lab (PKI, signing secret)
+
+    @property
+    def master(self) -> str:
+        return self.groups["spark_master"][0]
+
+    @functools.cached_property
+    def spark_shared(self) -> Path:
+        """`spark/` on the lab's shared volume, as this machine sees it: checkpoints, event logs."""
+        mount = subprocess.run(
+            ["podman", "volume", "inspect", f"{self.name}-shared", "--format", "{{.Mountpoint}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return Path(mount) / "spark"
+
+    def device_keys(self, devices: list[str]) -> dict[str, bytes]:
+        """Each device's signing key, derived from the site's secret as the lab's agents derive theirs."""
+        secret = signing.read_site_secret(str(self.state / "device-signing-secret"))
+        return {device: signing.device_key(secret, device) for device in devices}
+
+    def committed(self, *topics: str) -> KafkaConsumer:
+        """A consumer of what is committed to these topics from now on (read_committed, latest)."""
+        return KafkaConsumer(
+            *topics, **self.client, auto_offset_reset="latest", isolation_level="read_committed"
+        )
+
+
+def find() -> Lab:
+    """The lab that `make demo` converged, from its inventory; fails when there is none."""
+    spec = spec_from_inventory(INVENTORY)
+    doc = yaml.safe_load((INVENTORY / "hosts.yml").read_text())
+    groups = {name: list((g or {}).get("hosts") or {}) for name, g in doc["all"]["children"].items()}
+    ips = {n.name: n.ip for n in spec.nodes}
+    state = lab_home() / "state" / spec.name
+    brokers = [f"{ips[b]}:9092" for b in groups["kafka_broker"]]
+    return Lab(spec.name, groups, ips, mtls_client(brokers, state / "pki"), state)
