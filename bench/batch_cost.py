@@ -1,9 +1,10 @@
 """What one micro-batch of each lab app costs, at the demo's load and at 10,000 devices.
 
-Needs the demo's lab, converged (`make demo`). Each phase first converges the spark play with
-the apps' event log on (`spark_history_enabled`) and, for the synthetic phase, the synthetic
-devices' signing keys (`pikit_device_signing_extra`), which restarts the apps; it waits for
-their first batches and `--warmup` seconds more, then measures for `--seconds`:
+Needs the demo's lab, converged (`make demo`). Each phase first runs the spark play with the
+apps' event log on (`spark_history_enabled`) and submits both apps again with the phase's devices'
+signing keys (`pikit_device_signing_extra`: the probe's, and the synthetic devices'), then
+restarts them; it waits for their first batches and `--warmup` seconds more, then measures for
+`--seconds`:
 
 - demo: the lab's two agents as they run, nothing else;
 - devices: N synthetic devices (`bench-0` ...) at 1 reading/s each, every record signed, each
@@ -69,23 +70,29 @@ class Apps:
         return cls(lab_.find())
 
     def converge(self, devices: list[str]) -> None:
-        """The spark play with the event log on and these devices' keys, then the apps restarted
-        (site.yml restarts them on such a change; the spark play alone does not touch them)."""
+        """The spark play with the event log on, each app submitted again with these devices' keys
+        (the submission writes an app's keys; the spark play alone never touches the apps), and
+        the apps restarted, so that they read the new Spark defaults too."""
         extra = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
             json.dump(extra, file)
             file.flush()
             started = time.monotonic()
-            play("-e", f"@{file.name}")
-        self.restart()
+            self.play("-e", f"@{file.name}")
         print(
-            f"  spark.yml with {len(devices)} extra devices' keys: {time.monotonic() - started:.0f} s",
+            f"  spark.yml and the apps' submission with {len(devices)} extra devices' keys: "
+            f"{time.monotonic() - started:.0f} s",
             flush=True,
         )
 
     def restore(self) -> None:
-        """The spark play as the inventory has it, and the apps restarted with it."""
-        play()
+        """The spark play and the apps as the inventory has them."""
+        self.play()
+
+    def play(self, *extra: str) -> None:
+        run_play("playbooks/spark.yml", *extra)
+        for app in APPS:
+            run_play("playbooks/submit.yml", "-e", f"app={app}", *extra)
         self.restart()
 
     def restart(self) -> None:
@@ -143,29 +150,31 @@ def _zstd_frames(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def play(*extra: str) -> None:
-    """The spark play; its output goes to a log, whose end is shown if the play fails."""
-    log = Path(tempfile.gettempdir()) / "pikit-bench-spark-play.log"
+def run_play(playbook: str, *extra: str) -> None:
+    """A playbook; its output goes to a log, whose end is shown if the play fails."""
+    log = Path(tempfile.gettempdir()) / "pikit-bench-play.log"
     with log.open("w") as out:
         done = subprocess.run(
-            [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/spark.yml", *extra],
+            [str(REPO / ".venv/bin/ansible-playbook"), playbook, *extra],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
     if done.returncode:
         tail = "\n".join(log.read_text().splitlines()[-40:])
-        raise SystemExit(f"playbooks/spark.yml failed ({done.returncode}); the end of {log}:\n{tail}")
+        raise SystemExit(f"{playbook} failed ({done.returncode}); the end of {log}:\n{tail}")
 
 
 def driver_rss_mib(master: str, unit: str) -> float:
     """RSS of every process of the app's unit on the master (the driver's JVM and its Python)."""
+    # By each process's own cgroup line: the lab's nodes see the host's cgroup paths (and, on a
+    # cgroup v1 host, no unit directories under /sys/fs/cgroup at all).
     script = (
-        f"cg=$(systemctl show -p ControlGroup --value {unit}); "
-        "for p in $(cat /sys/fs/cgroup$cg/cgroup.procs); do grep VmRSS /proc/$p/status; done"
+        "for p in /proc/[0-9]*; do "
+        f"grep -qs '/{unit}.service$' $p/cgroup && grep -s VmRSS $p/status; done; true"
     )
     out = subprocess.run(
-        ["podman", "exec", master, "sh", "-c", script], capture_output=True, text=True
+        ["podman", "exec", master, "sh", "-c", script], capture_output=True, text=True, check=True
     ).stdout
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("VmRSS")) / 1024
 
@@ -208,7 +217,7 @@ def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Ba
     return found
 
 
-@dataclass
+@dataclass(eq=False)  # a thread is hashed by its identity
 class Watch(threading.Thread):
     """When each window's aggregate and each probe alert arrived (read_committed)."""
 
@@ -306,7 +315,8 @@ def quantiles(values: list[float]) -> tuple[float, float]:
 def phase(apps: Apps, name: str, devices: list[str], args: argparse.Namespace) -> Iterator[str]:
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
-    apps.converge(devices or [f"bench-{i}" for i in range(10)])
+    # The probe signs as a device of the site; the inventory's own bench devices stay registered.
+    apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])])
     wait_for_batches(apps, restarted)
     time.sleep(args.warmup)
     watch = Watch(apps.lab)
