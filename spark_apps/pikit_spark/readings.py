@@ -12,8 +12,6 @@ that both paths accept and reject exactly what the agent's own
 from __future__ import annotations
 
 import hashlib
-import json
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -313,10 +311,12 @@ def parse(
 def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[DataFrame, Column]:
     """The records with their `signer`, and the reason their signature fails (null: it holds).
 
-    HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions, with the signer's inner and
-    outer pads looked up in a constant of the plan (`_pads_of`)."""
+    HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions: the keys' inner and outer
+    pads are a small table broadcast to the executors, joined on the signer."""
     if keys is None:
         return records.withColumn("signer", F.lit(None).cast("string")), F.lit(None).cast("string")
+    pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(keys.items())]
+    table = records.sparkSession.createDataFrame(pads, "signer string, inner_pad binary, outer_pad binary")
 
     def header(name: str) -> Column:
         return F.get(F.filter("headers", lambda h: h["key"] == name), 0)["value"]
@@ -324,10 +324,7 @@ def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[D
     signed = records.withColumn("signer", header(SIGNER_HEADER).cast("string")).withColumn(
         "mac", header(MAC_HEADER)
     )
-    pads = _pads_of(keys, F.col("signer"))
-    joined = signed.withColumn("inner_pad", F.unhex(F.substring(pads, 1, 128))).withColumn(
-        "outer_pad", F.unhex(F.substring(pads, 129, 128))
-    )
+    joined = signed.join(F.broadcast(table), "signer", "left")
     inner = F.unhex(F.sha2(F.concat("inner_pad", F.unhex(F.sha2("value", 256))), 256))
     expected = F.unhex(F.sha2(F.concat("outer_pad", inner), 256))
     signer = F.col("signer")
@@ -337,29 +334,6 @@ def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[D
         .when(expected != F.col("mac"), _naming(BAD_MAC, signer))
     )
     return joined, reason
-
-
-# A map lookup in Spark is a linear scan: the devices are spread over buckets of about this many.
-_DEVICES_PER_BUCKET = 16
-
-
-def _pads_of(keys: Mapping[str, bytes], signer: Column) -> Column:
-    """The signer's HMAC pads, inner then outer, in hex (null: no key for it).
-
-    The pads ride in the plan as one JSON text that the optimizer folds into a constant, an
-    array of maps bucketed by the CRC-32 of the device's name (Spark's crc32 and zlib's agree).
-    A broadcast join on a table of the keys cost a Spark job per micro-batch, about a second
-    on the loaded lab; this costs no job, and the driver folds the text once per batch (10,000
-    devices: about 0.2 s more than 12 devices on a local Spark). A map of `create_map` literals
-    was far slower: a scan of every key per record, 22 s per batch at 10,000 devices
-    (bench/README.md)."""
-    buckets: list[dict[str, str]] = [{} for _ in range(max(1, len(keys) // _DEVICES_PER_BUCKET))]
-    for device, key in keys.items():
-        pads = (_pad(key, 0x36) + _pad(key, 0x5C)).hex()
-        buckets[zlib.crc32(device.encode()) % len(buckets)][device] = pads
-    table = F.from_json(F.lit(json.dumps(buckets)), "array<map<string,string>>")
-    bucket = (F.crc32(signer.cast("binary")) % len(buckets) + 1).cast("int")
-    return F.element_at(F.element_at(table, bucket), signer)
 
 
 def _pad(key: bytes, byte: int) -> bytes:

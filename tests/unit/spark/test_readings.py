@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from edge_agent import signing
-from tests.unit.spark.conftest import JobCounter
 from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
 
 
@@ -227,32 +226,3 @@ def test_signatures_agree_with_the_agents_signing_module_reason_for_reason(spark
     # Without keys nothing is checked: every record is read for what it says.
     unchecked = parse(frame.drop("headers"))
     assert ("edge-2", 3) in {(r["device"], r["seq"]) for r in unchecked.readings.collect()}
-
-
-def test_ten_thousand_devices_keys_cost_no_spark_job_of_their_own(
-    spark: SparkSession, spark_jobs: JobCounter
-) -> None:
-    secret = b"s" * 32
-    devices = [f"dev-{i}" for i in range(10_000)]
-    keys = {device: signing.device_key(secret, device) for device in devices}
-    senders = [*devices[::997], "dev-9999"]
-    rows = []
-    for offset, device in enumerate(senders):
-        value = batch(device, [reading(seq=1, ts=T0)])
-        rows.append((b"k", value, signing.headers(device, keys[device], value), "sensor-readings", 0, offset))
-    stranger = batch("dev-10000", [reading(seq=1, ts=T0)])
-    rows.append(
-        (b"k", stranger, signing.headers("dev-10000", keys["dev-1"], stranger), "sensor-readings", 0, 99)
-    )
-    frame = spark.createDataFrame(
-        rows,
-        "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, "
-        "partition int, offset long",
-    )
-    parsed = parse(frame, keys=keys)
-    found: list[Any] = []
-    assert spark_jobs(lambda: found.extend(parsed.verdicts.collect())) == 1
-    assert {r["device"] for r in found if r["reason"] is None} == set(senders)
-    assert [r["reason"] for r in found if r["reason"] is not None] == [
-        f"{signing.UNKNOWN_SIGNER} (signer: dev-10000)"
-    ]
