@@ -206,6 +206,9 @@ def main() -> None:
         results.append(Step(rate, sent, dead, elapsed, committed, samples, growth, taken))
         print(
             f"step {rate or 'max'}/s: sent {sent} in {elapsed:.0f} s, "
+            f"accepted {results[-1].accepted:,.0f}/s, "
+            + "; ".join(f"{name} committed {results[-1].ratio(name):.2f}x accepted" for name in lags)
+            + "; "
             + "; ".join(
                 f"{name} lag {s[0][1]} -> {s[-1][1]} records, growing by {growth[name]:.0f} readings/s"
                 for name, s in samples.items()
@@ -279,7 +282,8 @@ def report(seconds: float, results: list[Step], watch: Watch) -> None:
             f"{statistics.median(n for _, n in step.samples[q]):,.0f}, {step.growth[q]:,.0f}" for q in names
         )
         print(
-            f"| {step.rate or 'max':,} | {step.sent:,} | {step.accepted:,.0f} | {ratios} | {lags} "
+            f"| {f'{step.rate:,}' if step.rate else 'max'} | {step.sent:,} | {step.accepted:,.0f} "
+            f"| {ratios} | {lags} "
             f"| {'yes' if kept_up else 'no'} "
             f"| {emitted}/{len(step.taken)} | {dead_in}/{step.dead} | {' | '.join(quantiles(after_end))} "
             f"| {' | '.join(quantiles(per_reading))} |"
