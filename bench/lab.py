@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kafka import KafkaConsumer
 
 from edge_agent import signing
 from pikit import REPO
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home
+from pikit.site import Site
 from pikit.topic import mtls_client
 
 INVENTORY = REPO / "inventory/lab"
@@ -25,7 +25,6 @@ INVENTORY = REPO / "inventory/lab"
 class Lab:
     name: str
     groups: dict[str, list[str]]  # inventory group -> its hosts
-    ips: dict[str, str]  # node -> address
     client: dict[str, Any]  # kafka-python's mTLS settings for the lab's brokers
     state: Path  # the controller's state of this lab (PKI, signing secret)
 
@@ -58,10 +57,7 @@ class Lab:
 
 def find() -> Lab:
     """The lab that `make demo` converged, from its inventory; fails when there is none."""
-    spec = spec_from_inventory(INVENTORY)
-    doc = yaml.safe_load((INVENTORY / "hosts.yml").read_text())
-    groups = {name: list((g or {}).get("hosts") or {}) for name, g in doc["all"]["children"].items()}
-    ips = {n.name: n.ip for n in spec.nodes}
-    state = lab_home() / "state" / spec.name
-    brokers = [f"{ips[b]}:9092" for b in groups["kafka_broker"]]
-    return Lab(spec.name, groups, ips, mtls_client(brokers, state / "pki"), state)
+    site, name = Site.load(INVENTORY), spec_from_inventory(INVENTORY).name
+    state = lab_home() / "state" / name
+    brokers = [f"{site.address(b)}:9092" for b in site.hosts("kafka_broker")]
+    return Lab(name, site.groups, mtls_client(brokers, state / "pki"), state)

@@ -44,9 +44,9 @@ PER_RECORD = 100
 DEAD_EVERY = 500
 WINDOW_S = 60
 NOT_JSON = b"bench: not json "
-# Each streaming query's checkpoint, under the lab's shared checkpoints directory.
 # Readings handed to the producer per turn when it goes as fast as it can (its batching still applies).
 FLOOD_CHUNK = 20 * PER_RECORD
+# Each streaming query's checkpoint, under the lab's shared checkpoints directory.
 QUERIES = {"sensor_aggregates": "sensor_aggregates/stream", "anomaly_alerts": "anomaly_alerts/readings"}
 
 
