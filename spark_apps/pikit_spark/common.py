@@ -24,7 +24,11 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         default="/etc/spark/kafka-client.properties",
         help="Kafka client settings (bootstrap.servers, mTLS), as the spark role writes them",
     )
-    parser.add_argument("--shuffle-partitions", type=int, default=4, help="a few per core of the cluster")
+    parser.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        help="default: the app's executor cores (spark.cores.max), one task per core and stage",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -152,16 +156,27 @@ def kafka_python_client(path: str) -> dict[str, Any]:
     return client
 
 
-def session(app: str, shuffle_partitions: int) -> SparkSession:
+def session(app: str, shuffle_partitions: int | None) -> SparkSession:
     spark = (
         SparkSession.builder.appName(app)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         # Adaptive execution runs each shuffle's map side as a Spark job of its own: a micro-batch's
         # one read becomes two jobs, and on a Pi a job costs a second or more whatever its size.
         # Its gains (coalescing a few shuffle partitions, re-planning joins) are nil for these
         # batches, whose shuffles hold summaries of thousands of rows and whose joins are broadcast.
         .config("spark.sql.adaptive.enabled", "false")
+        # A task waits this long for the executor it prefers: a Kafka partition's last reader, a
+        # shuffle's map side. Every executor reads any partition over the network alike, and the
+        # cores idle meanwhile: on the lab a two-stage job of 15 rows took 0.5 s, most of it waiting.
+        .config("spark.locality.wait", "0s")
+        # The offset and commit logs written through Hadoop's FileSystem, not its FileContext: on
+        # a local or NFS disk without Hadoop's native library, FileContext runs `readlink` and
+        # `chmod` as child processes, 20 per micro-batch (walCommit + commitOffsets: 100-240 ms
+        # on the lab, 10x the FileSystem's). Its rename is atomic there all the same.
+        .config(
+            "spark.sql.streaming.checkpointFileManagerClass",
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+        )
         # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
         .config(
             "spark.sql.streaming.stateStore.providerClass",
@@ -170,9 +185,20 @@ def session(app: str, shuffle_partitions: int) -> SparkSession:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    # A task costs its launch whatever it carries, and the apps' shuffles carry summaries (a row
+    # per window and device), not readings: more tasks than cores only queue behind each other.
+    # A stream keeps the number its checkpoint was started with.
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or cores(spark)))
     return spark
 
 
+def cores(spark: SparkSession) -> int:
+    """The executor cores the app was given (spark-submit --total-executor-cores)."""
+    given = spark.sparkContext.getConf().get("spark.cores.max")
+    return int(given) if given else spark.sparkContext.defaultParallelism
+
+
+FETCH_MAX_WAIT_MS = 10
 OFFSET_LOOKUP_TRIES = 60  # ~10 minutes of outage at 10 s a try
 
 
@@ -194,5 +220,11 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         .option("fetchOffset.retryIntervalMs", "1000")
         # The signer and its MAC travel as headers (edge_agent/signing.py).
         .option("includeHeaders", "true")
+        # An executor's consumer reads offsets that the brokers already hold, and asks each
+        # partition's range of offsets after each read. The Java client sends its next fetch
+        # before it returns the records it has; at the log's end the broker holds that fetch
+        # for fetch.max.wait.ms (500 ms by default), and the range request queued behind it on
+        # the same connection waits as long: half a second per partition per micro-batch.
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
     )

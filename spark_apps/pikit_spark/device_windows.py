@@ -34,6 +34,7 @@ from edge_agent.contract import Reading, encode_batch
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from pikit_spark.batch_values import at_most, whole_seconds
 from pikit_spark.moments import aggregates, pool
 from pikit_spark.seqs import (
     BLOCK_KEY,
@@ -267,7 +268,7 @@ def summarize(
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
-    too_old = window_end <= horizon_end
+    too_old = at_most(window_end.cast("double"), whole_seconds(horizon_end))
     late_reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(too_old, F.lit(LATE_HORIZON))
     dead = F.col("reason").isNotNull()
     kind = F.when(dead, F.lit(DEAD)).when(late_reason.isNotNull(), F.lit(LATE)).otherwise(F.lit(ON_TIME))

@@ -40,6 +40,7 @@ from edge_agent.signing import BAD_MAC, FORGED, MAC_HEADER, SIGNER_HEADER, UNKNO
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pikit_spark.batch_values import at_most, whole_seconds
 from pikit_spark.sink import Record
 
 MAX_CLOCK_SKEW_S = 300
@@ -187,7 +188,7 @@ def parse(
         "offset",
         "signer",
         signature_reason.alias("signature_reason"),
-        F.unix_timestamp(now).alias("now_s"),
+        whole_seconds(F.unix_timestamp(now) + max_clock_skew_s).alias("latest_ts"),
         text.alias("text"),
         F.when(in_agent_form(text), F.from_json(text, _FAST_RECORD, _STRICT_JSON)).alias("j"),
     )
@@ -201,7 +202,7 @@ def parse(
         "offset",
         "signer",
         "signature_reason",
-        "now_s",
+        "latest_ts",
         "j",
         fast.alias("fast"),
         F.when(~fast & F.is_valid_utf8(F.col("text")), _one_json_value(F.col("text"))).alias("v"),
@@ -231,14 +232,14 @@ def parse(
     # Two explodes, one per path, so that neither path's readings are copied: a record explodes
     # into its readings on its own path and into one row of nulls on the other. A record that
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
-    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], max_clock_skew_s) | record_reason.isNotNull()
+    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"]) | record_reason.isNotNull()
     typed_rows = parsed.select(
         "key",
         F.when(may_hold_dead, F.col("value")).alias("value"),
         "topic",
         "partition",
         "offset",
-        "now_s",
+        "latest_ts",
         "fast",
         "v",
         record_reason.alias("record_reason"),
@@ -372,7 +373,7 @@ def _form_checks(seq: Column, sensor: Column, metric: Column, unit: Column) -> l
     ]
 
 
-def _numbers_all_good(readings: Column, max_clock_skew_s: int) -> Column:
+def _numbers_all_good(readings: Column) -> Column:
     """Whether every reading of a typed record passes `_number_checks` (false when unsure).
 
     The explode copies the columns beside each reading: a record's bytes, which only a dead
@@ -383,7 +384,7 @@ def _numbers_all_good(readings: Column, max_clock_skew_s: int) -> Column:
         & (F.array_max(values) <= _DOUBLE_MAX)
         & (F.array_min(stamps) >= TS_MIN)
         & (F.array_max(stamps) <= TS_MAX)
-        & (F.array_max(stamps) <= F.col("now_s") + max_clock_skew_s)
+        & at_most(F.array_max(stamps), F.col("latest_ts"))
     )
     return F.coalesce(ok, F.lit(False))
 
@@ -393,7 +394,7 @@ def _number_checks(value: Column, ts: Column, max_clock_skew_s: int) -> list[tup
     return [
         (value.between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
         (ts.between(TS_MIN, TS_MAX), BAD_TS),
-        (ts <= F.col("now_s") + max_clock_skew_s, too_far_ahead(max_clock_skew_s)),
+        (at_most(ts, F.col("latest_ts")), too_far_ahead(max_clock_skew_s)),
     ]
 
 

@@ -19,11 +19,12 @@ from pikit_spark.device_windows import (
     advance,
     summarize,
 )
-from pikit_spark.readings import parse
+from pikit_spark.readings import parse, too_far_ahead
 from pikit_spark.state import Tables
 from pikit_testkit.pipeline_model import Timing as ModelTiming
 from pikit_testkit.pipeline_model import compare, outcome
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from tests.unit.spark.conftest import JobCounter
 from tests.unit.spark.records import T0, batch, reading
@@ -246,3 +247,25 @@ def test_a_window_whose_unit_changes_is_one_window_pooled_exactly(spark: SparkSe
     assert (window["count"], window["unit"]) == (60, "K")
     assert abs(window["mean"] - statistics.fmean(values)) < 1e-9
     assert abs(window["stddev"] - statistics.pstdev(values)) < 1e-9
+
+
+def test_a_new_batch_time_compiles_no_new_code(spark: SparkSession) -> None:
+    """Spark caches each compiled stage by its Java source: the batch's time and the late horizon
+    must not be written into it, or every micro-batch pays a compile (pikit_spark/batch_values.py)."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source  # type: ignore[union-attr]
+    compiled = metrics.CodegenMetrics.METRIC_COMPILATION_TIME()
+    empty: Tables = {name: [] for name in STATE_SCHEMAS}
+
+    def compiles(processed_at: float, seq: int) -> int:
+        record = batch("edge-9", [reading(seq, processed_at - 30), {**reading(seq + 1, processed_at + 900)}])
+        frame = spark.createDataFrame([(b"k", record, "t", 0, seq)], KAFKA_SCHEMA)
+        before = compiled.getCount()
+        at = F.lit(processed_at).cast("timestamp")
+        verdicts = parse(frame.withColumn("processed_at", at), 300).verdicts
+        step = advance(verdicts, processed_at, empty, TIMING)
+        assert [r["reason"] for r in step.dead] == [too_far_ahead(300)], "the batch time is still used"
+        return int(compiled.getCount() - before)
+
+    compiles(T0, 1)
+    # 70 s apart: a new batch time and a new late horizon each time.
+    assert [compiles(T0 + 70 * i, 10 * i) for i in range(1, 4)] == [0, 0, 0]
