@@ -11,6 +11,7 @@ micro-batch started.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,6 @@ from pikit_spark.moments import Moments, aggregates, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
 from pikit_spark.seqs import (
     BLOCK_KEY,
-    above_marks,
     at_or_below,
     block_aggregates,
     block_columns,
@@ -77,9 +77,10 @@ def _threshold_reason(rules: Rules) -> Column:
     return reason
 
 
-def alerts(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
-    """Readings that break a threshold or lie more than k stddevs from the baseline's mean."""
-    judged = _judged(readings, baseline, rules)
+def alerts(readings: DataFrame, baseline: list[TableRow], rules: Rules) -> DataFrame:
+    """Readings that break a threshold or lie more than k stddevs from the baseline's mean
+    (`baseline`: BASELINE_SCHEMA's rows)."""
+    judged = _judged(readings, _by_key(baseline), rules)
     return judged.where(F.col("reason").isNotNull()).select(
         *KEY,
         "seq",
@@ -121,32 +122,48 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
     the alerts, the next baseline and seq marks.
 
     The batch is read once, into a summary whose size follows the baseline's keys and the
-    alerts, not the readings: per device x sensor x metric the batch's count/mean/M2 and
-    highest seq, and a row per alert. It is fetched to the driver in the same Spark job and
-    folded into the state there. Each reading counts once (pikit_spark/seqs.py)."""
-    spark = readings.sparkSession
-    frames = {
-        name: spark.createDataFrame(state[name], STATE_SCHEMAS[name]) for name in ("baseline", "devices")
-    }
-
+    alerts, not the readings: per device x sensor x metric the batch's count/mean/M2, highest
+    seq and lowest and highest value, and a row per threshold alert. It is fetched to the
+    driver in the same Spark job and folded into the state there. That read joins neither the
+    baseline nor the devices' seq marks (each would be a broadcast, a Spark job of its own in
+    every batch); the driver finds the devices whose rows they may change (`undecided`), and
+    only those are read again, with the marks and baseline of those devices in the plan. Each
+    reading counts once (pikit_spark/seqs.py)."""
     marks: dict[str, int] = dict(state["devices"])
+    baseline = _by_key(state["baseline"])
 
     def undecided(fetched: list[Row]) -> set[str]:
-        """The devices with a reading at or below their seq mark (a resend): the batch was
-        summarized without the marks, and those devices are summarized again with them."""
-        return {row["device"] for row in fetched if at_or_below(marks, row["device"], row["low_seq"])}
+        """The devices with a reading at or below their seq mark (a resend), an alert (whose
+        record carries its baseline), or a value that may lie k stddevs from its baseline."""
+        found = set()
+        for row in fetched:
+            device = row["device"]
+            resent = at_or_below(marks, device, row["low_seq"])
+            if resent or row["kind"] == _ALERT:
+                found.add(device)
+            elif row["kind"] == _BASELINE:
+                moments = baseline.get((device, row["sensor"], row["metric"]))
+                if _may_deviate(moments, (row["value"], row["max_value"]), rules):
+                    found.add(device)
+        return found
+
+    def known(devices: list[str]) -> _Known:
+        chosen = set(devices)
+        return _Known(
+            {d: seq for d, seq in marks.items() if d in chosen},
+            {key: moments for key, moments in baseline.items() if key[0] in chosen},
+        )
 
     summary = once_per_seq(
-        _summarize(readings, frames, rules, seq_blocks=True, marked=False),
+        _summarize(readings, None, rules, seq_blocks=True),
         readings,
-        lambda again: _summarize(again, frames, rules, seq_blocks=False, marked=True),
+        lambda again, devices: _summarize(again, known(devices), rules, seq_blocks=False),
         is_block=F.col("kind").isNull(),
         undecided=undecided,
     )
     out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
     calm = {tuple(row[c] for c in KEY): row["calm_seq"] for row in summary if row["kind"] == _BASELINE}
     found, excursions = excursion_starts(out, calm, state.get("excursions", []))
-    baseline = {tuple(row[:3]): row[3:] for row in state["baseline"]}
     for row in summary:
         if row["kind"] != _BASELINE:
             continue
@@ -154,10 +171,10 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
         batch = (float(row["n"]), row["mean"], row["m2"])
         baseline[key] = _capped(pool(baseline[key], batch) if key in baseline else batch, rules)
         marks[row["device"]] = max(row["high_seq"], marks.get(row["device"], row["high_seq"]))
-    baseline_rows = [(*key, *kept) for key, kept in sorted(baseline.items())]
+    baseline_rows: list[TableRow] = [(*key, *kept) for key, kept in sorted(baseline.items())]
     seen = frozenset(row["device"] for row in summary if row["kind"] == _BASELINE)
     # Presence is the app's to advance (pikit_spark/presence.py): passed on as it was.
-    tables = {
+    tables: Tables = {
         "baseline": baseline_rows,
         "devices": sorted(marks.items()),
         "excursions": excursions,
@@ -201,15 +218,21 @@ def _capped(baseline: Moments, rules: Rules) -> Moments:
     return n * scale, mean, m2 * scale
 
 
-def _summarize(
-    readings: DataFrame, state: dict[str, DataFrame], rules: Rules, *, seq_blocks: bool, marked: bool
-) -> DataFrame:
+@dataclass(frozen=True)
+class _Known:
+    """The seq marks and baseline of the devices that a batch reads again."""
+
+    marks: dict[str, int]
+    baseline: dict[tuple[str, str, str], Moments]
+
+
+def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_blocks: bool) -> DataFrame:
     """A row per device x sensor x metric (kind "baseline"), per alert (kind "alert"), and, with
     `seq_blocks`, per block of 64 seqs of a device (kind null); numbers only as aggregates,
-    so that Spark aggregates in a hash map. The baseline is small and broadcast; so are the
-    devices' seq marks when `marked` (else no reading is dropped as a resend here)."""
-    fresh = above_marks(readings, state["devices"], none_known=not marked)
-    judged = _judged(fresh, F.broadcast(state["baseline"]), rules)
+    so that Spark aggregates in a hash map. Without `known`, no reading is dropped as a resend
+    and none is judged against a baseline: only thresholds alert."""
+    fresh = readings if known is None else _above(readings, known.marks)
+    judged = _judged(fresh, None if known is None else known.baseline, rules)
     alert = F.col("reason").isNotNull()
     keyed = judged.select(
         *KEY,
@@ -234,6 +257,7 @@ def _summarize(
         F.min("seq").alias("low_seq"),
         F.max("calm").alias("calm_seq"),
         F.min("value").alias("value"),
+        F.max("value").alias("max_value"),
         F.min("ts").alias("ts"),
         F.min("baseline_mean").alias("baseline_mean"),
         F.min("baseline_stddev").alias("baseline_stddev"),
@@ -247,13 +271,22 @@ def _summarize(
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
         *["seq_block", "n", "mean", "m2", "high_seq", "low_seq", "calm_seq", "seq_bits"],
         *[F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")],
-        *["value", "ts", "baseline_mean", "baseline_stddev"],
+        *["value", "max_value", "ts", "baseline_mean", "baseline_stddev"],
     )
 
 
-def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame:
-    """The readings beside their baseline (mean, stddev) and the reason they alert, or null."""
-    joined = readings.join(baseline.select(*KEY, "n", "mean", "m2"), KEY, "left")
+def _judged(
+    readings: DataFrame, baseline: dict[tuple[str, str, str], Moments] | None, rules: Rules
+) -> DataFrame:
+    """The readings beside their baseline (mean, stddev) and the reason they alert, or null.
+    Without a baseline (None), only the thresholds alert."""
+    if baseline is None:
+        moments = readings.withColumn("_moments", F.lit(None).cast(_MOMENTS))
+    else:
+        moments = _looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
+    with_moments = moments.select(
+        *readings.columns, *(F.col(f"_moments.{c}").alias(c) for c in ("n", "mean", "m2"))
+    )
     stddev = F.sqrt(F.col("m2") / F.col("n"))
     z = F.abs(F.col("value") - F.col("mean")) / stddev
     deviation = F.when(
@@ -261,7 +294,66 @@ def _judged(readings: DataFrame, baseline: DataFrame, rules: Rules) -> DataFrame
         F.format_string("%.1f standard deviations from the baseline mean %.3f", z, F.col("mean")),
     )
     reason = F.coalesce(_threshold_reason(rules), deviation)
-    return joined.withColumn("stddev", stddev).withColumn("reason", reason).drop("n")
+    return with_moments.withColumn("stddev", stddev).withColumn("reason", reason).drop("n", "m2")
+
+
+_MOMENTS = "struct<n:double,mean:double,m2:double>"
+# Entries that go into the plan as a literal map. Past that, a broadcast table: its job costs
+# less than planning a long literal (measured: 20,000 entries took 22 s, bench/README.md).
+_LITERAL_MAX = 200
+
+
+def _looked_up(
+    rows: DataFrame, entries: dict[Any, Any], key: list[str], value_type: str, name: str
+) -> DataFrame:
+    """`rows` with a column `name`: the entry of the row's `key` columns (null when absent).
+    `entries` map the key's values (a tuple, or one value) to a value of `value_type`. They are
+    the few devices a batch reads again: a literal map costs no Spark job, where a broadcast
+    table costs one."""
+    if len(entries) > _LITERAL_MAX:
+        keys = ", ".join(f"{k} string" for k in key)
+        table = [(*_parts(k), v) for k, v in entries.items()]
+        frame = rows.sparkSession.createDataFrame(table, f"{keys}, {name} {value_type}")
+        return rows.join(F.broadcast(frame), key, "left")
+    if not entries:
+        return rows.withColumn(name, F.lit(None).cast(value_type))
+
+    def pair(k: Any, v: Any) -> list[Column]:
+        named = [F.lit(part).alias(column) for part, column in zip(_parts(k), key, strict=True)]
+        value = F.struct(*(F.lit(part) for part in v)) if isinstance(v, tuple) else F.lit(v)
+        return [F.struct(*named) if len(key) > 1 else F.lit(k), value.cast(value_type)]
+
+    found = F.create_map(*(column for k, v in sorted(entries.items()) for column in pair(k, v)))
+    row_key = F.struct(*key) if len(key) > 1 else F.col(key[0])
+    return rows.withColumn(name, F.element_at(found, row_key))
+
+
+def _parts(key: Any) -> tuple[Any, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _above(rows: DataFrame, marks: dict[str, int]) -> DataFrame:
+    """The rows above their device's seq mark (every row of a device without one)."""
+    marked = _looked_up(rows, marks, ["device"], "long", "_mark")
+    return marked.where(F.col("_mark").isNull() | (F.col("seq") > F.col("_mark"))).drop("_mark")
+
+
+def _by_key(rows: list[TableRow]) -> dict[tuple[str, str, str], Moments]:
+    return {(row[0], row[1], row[2]): (row[3], row[4], row[5]) for row in rows}
+
+
+def _may_deviate(moments: Moments | None, values: tuple[float, float], rules: Rules) -> bool:
+    """Whether a value between these two may lie more than k stddevs from the baseline's mean,
+    as `_judged` decides it. The distance grows with the value on either side of the mean, so
+    the lowest and highest values decide for all; the bound is a hair lower than `_judged`'s,
+    so that no difference in rounding between Python and the JVM hides an alert."""
+    if moments is None:
+        return False
+    n, mean, m2 = moments
+    if n < rules.min_samples or m2 <= 0:
+        return False
+    stddev = math.sqrt(m2 / n)
+    return any(abs(value - mean) / stddev > rules.k * (1 - 1e-9) for value in values)
 
 
 def as_kafka_records(found: list[dict[str, Any]]) -> list[Record]:

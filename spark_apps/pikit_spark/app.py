@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pikit_spark.common import (
     LOG,
     BatchFunction,
-    cores,
     device_keys,
     kafka_options,
     kafka_python_client,
@@ -62,9 +61,7 @@ class StreamingApp:
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""
         kafka = kafka_options(self.args.kafka_properties)
-        # One task per executor core, each reading a few of the topic's partitions: a task per
-        # partition queued up behind the cores, at a launch's cost each, at every micro-batch.
-        return read_topic(self.spark, kafka, self.args.readings_topic, self.args).coalesce(cores(self.spark))
+        return read_topic(self.spark, kafka, self.args.readings_topic, self.args)
 
     def run(self, frame: DataFrame, process: BatchFunction, stream: str, what: str) -> None:
         """Each micro-batch of `frame` to `process` until the query ends; exit 1 when it failed."""

@@ -227,4 +227,7 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         # the same connection waits as long: half a second per partition per micro-batch.
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
+        # One task per executor core, each reading a few of the topic's partitions: a task per
+        # partition queued up behind the cores, at a launch's cost each, at every micro-batch.
+        .coalesce(cores(spark))
     )

@@ -103,14 +103,22 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
     reading by reading.
     """
     horizon_end = _horizon_end(processed_at, timing)
-    devices = rows.sparkSession.createDataFrame(state["devices"], DEVICES_SCHEMA)
-    none_known = not state["devices"]
-    # The batch is summarized without the devices' marks (no broadcast job); the few devices
-    # whose rows the marks would change are summarized again with them.
+    spark = rows.sparkSession
+
+    def with_marks(again: DataFrame, redo: list[str]) -> DataFrame:
+        chosen = set(redo)
+        marked = [row for row in state["devices"] if row[0] in chosen]
+        marks = spark.createDataFrame(marked, DEVICES_SCHEMA)
+        return summarize(again, marks, horizon_end, timing, seq_blocks=False, none_known=not marked)
+
+    # The batch is summarized without the devices' marks (no broadcast job, and no table of
+    # every device made on the driver); the few devices whose rows the marks would change are
+    # summarized again with theirs.
+    no_marks = spark.createDataFrame([], DEVICES_SCHEMA)
     summary = once_per_seq(
-        summarize(rows, devices, horizon_end, timing, none_known=True),
+        summarize(rows, no_marks, horizon_end, timing, none_known=True),
         rows,
-        lambda again: summarize(again, devices, horizon_end, timing, seq_blocks=False, none_known=none_known),
+        with_marks,
         is_block=F.col("kind").isNull(),
         undecided=lambda fetched: undecided(fetched, state["devices"], timing),
     )

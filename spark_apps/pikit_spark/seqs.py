@@ -35,14 +35,14 @@ def block_aggregates() -> list[Column]:
 def once_per_seq(
     summary: DataFrame,
     rows: DataFrame,
-    resummarize: Callable[[DataFrame], DataFrame],
+    resummarize: Callable[[DataFrame, list[str]], DataFrame],
     is_block: Column,
     undecided: Callable[[list[Row]], set[str]] = lambda _: set(),
 ) -> list[Row]:
     """The summary's rows, fetched to the driver without its seq blocks (`is_block` rows),
     where every device whose seqs repeat in the batch, or that `undecided` names from the
     fetched rows, is summarized again by `resummarize` from its rows deduplicated by (device,
-    seq) (one copy kept: a resend is the same reading).
+    seq) (one copy kept: a resend is the same reading), which is also told those devices.
 
     `summary` may be made without the devices' marks (no broadcast job): `undecided` then
     names the devices whose rows the marks would have changed (a seq at or below the mark, a
@@ -55,7 +55,7 @@ def once_per_seq(
     kept = [r for r in plain if r["device"] not in redo]
     if not redo:
         return kept
-    again = resummarize(rows.where(F.col("device").isin(redo)).dropDuplicates(["device", "seq"]))
+    again = resummarize(rows.where(F.col("device").isin(redo)).dropDuplicates(["device", "seq"]), redo)
     return kept + again.where(~is_block).collect()
 
 

@@ -72,8 +72,9 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     found = run(3, suspicious.union(suspicious.where("seq = 502")))
     # 501 and 502 are both out of bounds: one excursion, one alert, at its first reading.
     assert [(r["seq"], r["readings_out"]) for r in found] == [(501, 2)]
-    baseline = store.frame("baseline", store.before(3)["baseline"])
-    per_reading = [r.asDict() for r in alerts(suspicious, baseline, rules).orderBy("seq").collect()]
+    per_reading = [
+        r.asDict() for r in alerts(suspicious, store.before(3)["baseline"], rules).orderBy("seq").collect()
+    ]
     assert [r["seq"] for r in per_reading] == [501, 502]
     assert "standard deviations" in per_reading[0]["reason"] and per_reading[1]["reason"] == "above 30"
     assert {k: v for k, v in found[0].items() if k != "readings_out"} == per_reading[0]
@@ -96,9 +97,10 @@ def test_the_seq_marks_cost_no_spark_job_until_a_reading_is_resent(
 
     first = spark_jobs(lambda: run(0, [20.0, 21.0, 35.0], 0))
     steady = spark_jobs(lambda: run(1, [20.5, 21.5], 3))
-    assert steady == first, "the baseline's broadcast and the batch's read; the marks are the driver's"
+    assert steady == 1, "the batch's read alone: neither the baseline nor the marks is a broadcast job"
+    assert first == 2, "an alert: its device read again, with its baseline in the plan"
     resent = spark_jobs(lambda: run(2, [20.0, 21.0, 35.0, 20.5, 21.5, 22.0], 0))
-    assert resent > steady
+    assert resent == 2, "a resend: its device read again, with its seq mark in the plan"
     ((*_, n, _, _),) = store.before(3)["baseline"]
     assert n == 6, "seq 0-4 counted once, seq 5 once"
     assert [a["seq"] for a in found] == [2], "the resent reading out of bounds alerts once"
@@ -160,3 +162,28 @@ def test_daily_rollup_pools_windows_exactly(spark: SparkSession) -> None:
     assert (day["count"], day["min"], day["max"], day["windows"]) == (len(flat), 1.0, 11.0, 3)
     assert math.isclose(day["mean"], statistics.fmean(flat), rel_tol=1e-12)
     assert math.isclose(day["stddev"], statistics.pstdev(flat), rel_tol=1e-9)
+
+
+def test_a_deviation_alone_is_found_though_the_first_read_joins_no_baseline(
+    spark: SparkSession, spark_jobs: JobCounter
+) -> None:
+    """The batch's read has no baseline in it; the driver sees a key's lowest and highest value
+    beside its baseline, and reads that device again to judge each reading exactly."""
+    rules = Rules((), k=3.0, min_samples=10)
+    state = judge(_readings(spark, [20.0 + (i % 5) * 0.1 for i in range(40)]), _empty(), rules).state
+    batches: list[Any] = []
+    quiet = spark_jobs(lambda: batches.append(judge(_readings(spark, [20.1, 20.3], 40), state, rules)))
+    assert quiet == 1 and batches[-1].alerts == []
+    low = spark_jobs(lambda: batches.append(judge(_readings(spark, [20.2, 12.0, 20.1], 42), state, rules)))
+    assert low == 2, "the read, and the device read again with its baseline in the plan"
+    (alert,) = batches[-1].alerts
+    expected = [
+        r.asDict()
+        for r in alerts(_readings(spark, [20.2, 12.0, 20.1], 42), state["baseline"], rules).collect()
+    ]
+    assert [{k: v for k, v in alert.items() if k != "readings_out"}] == expected
+    assert alert["seq"] == 43 and "standard deviations" in alert["reason"]
+
+
+def _empty() -> dict[str, list[Any]]:
+    return {name: [] for name in STATE_SCHEMAS}
