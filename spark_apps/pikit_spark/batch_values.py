@@ -15,9 +15,10 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-_SECONDS = "decimal(20,0)"
-# ceil(x, 0) and floor(x, 0) of a double go through decimal(30,15); a larger number overflows.
-_DECIMAL_SAFE = 1e14
+# Eighteen digits: Spark keeps such a decimal in a long (no BigDecimal per row), and a long cast
+# to it is no widening cast that the optimizer would unwrap into a comparison of longs.
+_SECONDS = "decimal(18,0)"
+_DECIMAL_SAFE = 1e14  # far beyond any timestamp, and far within eighteen digits
 
 
 def whole_seconds(value: Column | int) -> Column:
@@ -27,5 +28,5 @@ def whole_seconds(value: Column | int) -> Column:
 
 
 def at_most(seconds: Column, limit: Column) -> Column:
-    """seconds (a double) <= limit (whole_seconds); null for a number far beyond any timestamp."""
-    return F.when(F.abs(seconds) < _DECIMAL_SAFE, F.ceil(seconds, F.lit(0)) <= limit)
+    """seconds (a number) <= limit (whole_seconds); null for a number far beyond any timestamp."""
+    return F.when(F.abs(seconds) < _DECIMAL_SAFE, F.ceil(seconds).cast(_SECONDS) <= limit)

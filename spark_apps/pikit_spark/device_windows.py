@@ -276,7 +276,7 @@ def summarize(
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
-    too_old = at_most(window_end.cast("double"), whole_seconds(horizon_end))
+    too_old = at_most(window_end, whole_seconds(horizon_end))
     late_reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(too_old, F.lit(LATE_HORIZON))
     dead = F.col("reason").isNotNull()
     kind = F.when(dead, F.lit(DEAD)).when(late_reason.isNotNull(), F.lit(LATE)).otherwise(F.lit(ON_TIME))
