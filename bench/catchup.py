@@ -9,6 +9,7 @@ Needs the demo's lab, converged (`make demo`). The bench:
 3. per round, runs on the Spark master, with the app unit's own spark-submit line (same
    cores, same Kafka options, same maxOffsetsPerTrigger) and `--trigger available-now`:
    - sensor_aggregates on a fresh checkpoint, writing to the bench topics;
+   - the same with `--read-tasks 0`: a read task per partition instead of one per core;
    - bench/spark_count.py, which reads the same records the same way and only counts
      them: the ceiling;
    - bench/spark_count.py --peer, which folds them into plain per-minute windows with
@@ -67,7 +68,12 @@ OUTPUTS = {
 PER_RECORD = 100
 APP_UNIT = "spark-app-sensor-aggregates"
 CEILING = "count only (ceiling)"
-CONTENDERS = {"sensor_aggregates": "agg", CEILING: "count", "plain peer: from_json + windows": "peer"}
+CONTENDERS = {
+    "sensor_aggregates": "agg",
+    "sensor_aggregates, a read task per partition": "agg-wide",
+    CEILING: "count",
+    "plain peer: from_json + windows": "peer",
+}
 STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
@@ -281,6 +287,7 @@ def main() -> None:
                     run = f"r{r}-{CONTENDERS[name]}-{int(time.time())}"
                     cmd = {
                         "agg": submit.aggregates(run),
+                        "agg-wide": [*submit.aggregates(run), "--read-tasks", "0"],
                         "count": submit.count(run),
                         "peer": submit.count(run, "--peer"),
                     }[CONTENDERS[name]]

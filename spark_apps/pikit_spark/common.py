@@ -53,6 +53,11 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage"
     )
     parser.add_argument(
+        "--read-tasks",
+        type=int,
+        help="tasks that read the topic each micro-batch (default: the app's cores; 0: one per partition)",
+    )
+    parser.add_argument(
         "--adopt-new-checkpoint",
         action="store_true",
         help="the checkpoint was deleted on purpose: write from its batch 0 (may repeat output)",
@@ -203,7 +208,7 @@ OFFSET_LOOKUP_TRIES = 60  # ~10 minutes of outage at 10 s a try
 
 
 def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: argparse.Namespace) -> DataFrame:
-    return (
+    records = (
         spark.readStream.format("kafka")
         .options(**kafka)
         .option("subscribe", topic)
@@ -227,7 +232,8 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         # the same connection waits as long: half a second per partition per micro-batch.
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
-        # One task per executor core, each reading a few of the topic's partitions: a task per
-        # partition queued up behind the cores, at a launch's cost each, at every micro-batch.
-        .coalesce(cores(spark))
     )
+    # One task per executor core, each reading a few of the topic's partitions: a task per
+    # partition queued up behind the cores, at a launch's cost each, at every micro-batch.
+    tasks = cores(spark) if args.read_tasks is None else args.read_tasks
+    return records.coalesce(tasks) if tasks else records
