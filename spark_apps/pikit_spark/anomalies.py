@@ -18,10 +18,12 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from pikit_spark.lookup import looked_up
 from pikit_spark.moments import Moments, aggregates, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
 from pikit_spark.seqs import (
     BLOCK_KEY,
+    above_marks,
     at_or_below,
     block_aggregates,
     block_columns,
@@ -231,7 +233,10 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
     `seq_blocks`, per block of 64 seqs of a device (kind null); numbers only as aggregates,
     so that Spark aggregates in a hash map. Without `known`, no reading is dropped as a resend
     and none is judged against a baseline: only thresholds alert."""
-    fresh = readings if known is None else _above(readings, known.marks)
+    if known is None:
+        fresh = readings
+    else:
+        fresh = above_marks(readings, {device: (seq,) for device, seq in known.marks.items()})
     judged = _judged(fresh, None if known is None else known.baseline, rules)
     alert = F.col("reason").isNotNull()
     keyed = judged.select(
@@ -283,7 +288,7 @@ def _judged(
     if baseline is None:
         moments = readings.withColumn("_moments", F.lit(None).cast(_MOMENTS))
     else:
-        moments = _looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
+        moments = looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
     with_moments = moments.select(
         *readings.columns, *(F.col(f"_moments.{c}").alias(c) for c in ("n", "mean", "m2"))
     )
@@ -298,44 +303,6 @@ def _judged(
 
 
 _MOMENTS = "struct<n:double,mean:double,m2:double>"
-# Entries that go into the plan as a literal map. Past that, a broadcast table: its job costs
-# less than planning a long literal (measured: 20,000 entries took 22 s, bench/README.md).
-_LITERAL_MAX = 200
-
-
-def _looked_up(
-    rows: DataFrame, entries: dict[Any, Any], key: list[str], value_type: str, name: str
-) -> DataFrame:
-    """`rows` with a column `name`: the entry of the row's `key` columns (null when absent).
-    `entries` map the key's values (a tuple, or one value) to a value of `value_type`. They are
-    the few devices a batch reads again: a literal map costs no Spark job, where a broadcast
-    table costs one."""
-    if len(entries) > _LITERAL_MAX:
-        keys = ", ".join(f"{k} string" for k in key)
-        table = [(*_parts(k), v) for k, v in entries.items()]
-        frame = rows.sparkSession.createDataFrame(table, f"{keys}, {name} {value_type}")
-        return rows.join(F.broadcast(frame), key, "left")
-    if not entries:
-        return rows.withColumn(name, F.lit(None).cast(value_type))
-
-    def pair(k: Any, v: Any) -> list[Column]:
-        named = [F.lit(part).alias(column) for part, column in zip(_parts(k), key, strict=True)]
-        value = F.struct(*(F.lit(part) for part in v)) if isinstance(v, tuple) else F.lit(v)
-        return [F.struct(*named) if len(key) > 1 else F.lit(k), value.cast(value_type)]
-
-    found = F.create_map(*(column for k, v in sorted(entries.items()) for column in pair(k, v)))
-    row_key = F.struct(*key) if len(key) > 1 else F.col(key[0])
-    return rows.withColumn(name, F.element_at(found, row_key))
-
-
-def _parts(key: Any) -> tuple[Any, ...]:
-    return key if isinstance(key, tuple) else (key,)
-
-
-def _above(rows: DataFrame, marks: dict[str, int]) -> DataFrame:
-    """The rows above their device's seq mark (every row of a device without one)."""
-    marked = _looked_up(rows, marks, ["device"], "long", "_mark")
-    return marked.where(F.col("_mark").isNull() | (F.col("seq") > F.col("_mark"))).drop("_mark")
 
 
 def _by_key(rows: list[TableRow]) -> dict[tuple[str, str, str], Moments]:

@@ -26,6 +26,7 @@ replayed batch computes the same result.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -103,20 +104,17 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
     reading by reading.
     """
     horizon_end = _horizon_end(processed_at, timing)
-    spark = rows.sparkSession
 
     def with_marks(again: DataFrame, redo: list[str]) -> DataFrame:
         chosen = set(redo)
-        marked = [row for row in state["devices"] if row[0] in chosen]
-        marks = spark.createDataFrame(marked, DEVICES_SCHEMA)
-        return summarize(again, marks, horizon_end, timing, seq_blocks=False, none_known=not marked)
+        marks = {device: (seq, closed) for device, seq, _, closed in state["devices"] if device in chosen}
+        return summarize(again, marks, horizon_end, timing, seq_blocks=False)
 
-    # The batch is summarized without the devices' marks (no broadcast job, and no table of
-    # every device made on the driver); the few devices whose rows the marks would change are
+    # The batch is summarized without the devices' marks (no table of every device made on
+    # the driver, nor put in the plan); the few devices whose rows the marks would change are
     # summarized again with theirs.
-    no_marks = spark.createDataFrame([], DEVICES_SCHEMA)
     summary = once_per_seq(
-        summarize(rows, no_marks, horizon_end, timing, none_known=True),
+        summarize(rows, {}, horizon_end, timing),
         rows,
         with_marks,
         is_block=F.col("kind").isNull(),
@@ -249,12 +247,11 @@ class _Window:
 
 def summarize(
     verdicts: DataFrame,
-    devices: DataFrame,
+    marks: Mapping[str, tuple[int, int]],
     horizon_end: int,
     timing: Timing,
     *,
     seq_blocks: bool = True,
-    none_known: bool = False,
 ) -> DataFrame:
     """One pass over a batch's verdicts (or valid readings alone) -> a small frame, one row per:
 
@@ -265,14 +262,13 @@ def summarize(
     - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
       seq seen (pikit_spark/seqs.py).
 
-    Resends of a seq at or below the device's high-water mark are dropped here. The
-    devices' table is small and broadcast: no per-reading row crosses the network, and
+    Resends of a seq at or below the device's high-water mark (`marks`: a device's high seq
+    and the window end through which it is closed) are dropped here. The marks are few and
+    go into the plan as a literal: no per-reading row crosses the network, and
     Spark's partial aggregation folds the readings into these rows where they are read.
     """
-    marks = devices.select("device", "high_seq", F.col("closed_through").alias("was_closed"))
-    rows = above_marks(
-        _as_verdicts(verdicts), marks, none_known=none_known
-    )  # a dead letter has no device: kept
+    # A dead letter has no device: kept.
+    rows = above_marks(_as_verdicts(verdicts), marks, names=("high_seq", "was_closed"))
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
     closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))

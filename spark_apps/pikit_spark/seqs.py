@@ -11,10 +11,12 @@ again and deduplicated one by one (`once_per_seq`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+
+from pikit_spark.lookup import looked_up
 
 _BLOCK_BITS = 6  # blocks of 64 seqs: one bit each in a long
 BLOCK_KEY = ["device", "seq_block"]
@@ -64,14 +66,17 @@ def at_or_below(marks: dict[str, int], device: str | None, low_seq: int | None) 
     return device in marks and low_seq is not None and low_seq <= marks[device]
 
 
-def above_marks(rows: DataFrame, devices: DataFrame, *, none_known: bool = False) -> DataFrame:
-    """The rows above their device's `high_seq` (all of a device not seen before), beside the
-    devices' other columns; the devices' table is small and broadcast. With `none_known` (a
-    fresh checkpoint) every row is above and nothing is joined: no broadcast job runs."""
-    if none_known:
-        nulls = [
-            F.lit(None).cast(f.dataType).alias(f.name) for f in devices.schema.fields if f.name != "device"
-        ]
-        return rows.select("*", *nulls)
-    joined = rows.join(F.broadcast(devices), "device", "left")
-    return joined.where(F.col("high_seq").isNull() | (F.col("seq") > F.col("high_seq")))
+def above_marks(
+    rows: DataFrame, marks: Mapping[str, Sequence[int]], names: Sequence[str] = ("high_seq",)
+) -> DataFrame:
+    """The rows above their device's high-water mark (every row of a device without one, and
+    of a dead letter, which has no device), beside the mark's other values as columns
+    `names[1:]` (null for a device without a mark). `marks` map a device to its mark's values,
+    the high seq first: the few devices a batch reads again, so they go into the plan as a
+    literal (pikit_spark/lookup.py) and cost no Spark job."""
+    value_type = "struct<" + ",".join(f"{name}:long" for name in names) + ">"
+    entries = {device: tuple(values) for device, values in marks.items()}
+    marked = looked_up(rows, entries, ["device"], value_type, "_mark")
+    high = F.col(f"_mark.{names[0]}")
+    above = marked.where(high.isNull() | (F.col("seq") > high))
+    return above.select(*rows.columns, *(F.col(f"_mark.{name}").alias(name) for name in names[1:]))
