@@ -160,7 +160,6 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
         _summarize(readings, None, rules, seq_blocks=True),
         readings,
         lambda again, devices: _summarize(again, known(devices), rules, seq_blocks=False),
-        is_block=F.col("kind").isNull(),
         undecided=undecided,
     )
     out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
@@ -280,29 +279,36 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
     )
 
 
+_MOMENTS = "struct<n:double,mean:double,m2:double>"
+
+
 def _judged(
     readings: DataFrame, baseline: dict[tuple[str, str, str], Moments] | None, rules: Rules
 ) -> DataFrame:
     """The readings beside their baseline (mean, stddev) and the reason they alert, or null.
     Without a baseline (None), only the thresholds alert."""
+    # One step of plan (each is analyzed again, 30-60 ms on the lab): the baseline's fields
+    # are read from the looked-up struct where they are used.
     if baseline is None:
-        moments = readings.withColumn("_moments", F.lit(None).cast(_MOMENTS))
-    else:
-        moments = looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
-    with_moments = moments.select(
-        *readings.columns, *(F.col(f"_moments.{c}").alias(c) for c in ("n", "mean", "m2"))
-    )
-    stddev = F.sqrt(F.col("m2") / F.col("n"))
-    z = F.abs(F.col("value") - F.col("mean")) / stddev
+        nulls = F.lit(None).cast("double")
+        return readings.select(
+            *readings.columns,
+            nulls.alias("mean"),
+            nulls.alias("stddev"),
+            _threshold_reason(rules).alias("reason"),
+        )
+    moments = looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
+    n, mean, m2 = (F.col(f"_moments.{c}") for c in ("n", "mean", "m2"))
+    stddev = F.sqrt(m2 / n)
+    z = F.abs(F.col("value") - mean) / stddev
     deviation = F.when(
-        (F.col("n") >= rules.min_samples) & (stddev > 0) & (z > rules.k),
-        F.format_string("%.1f standard deviations from the baseline mean %.3f", z, F.col("mean")),
+        (n >= rules.min_samples) & (stddev > 0) & (z > rules.k),
+        F.format_string("%.1f standard deviations from the baseline mean %.3f", z, mean),
     )
     reason = F.coalesce(_threshold_reason(rules), deviation)
-    return with_moments.withColumn("stddev", stddev).withColumn("reason", reason).drop("n", "m2")
-
-
-_MOMENTS = "struct<n:double,mean:double,m2:double>"
+    return moments.select(
+        *readings.columns, mean.alias("mean"), stddev.alias("stddev"), reason.alias("reason")
+    )
 
 
 def _by_key(rows: list[TableRow]) -> dict[tuple[str, str, str], Moments]:

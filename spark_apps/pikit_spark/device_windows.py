@@ -117,7 +117,6 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
         summarize(rows, {}, horizon_end, timing),
         rows,
         with_marks,
-        is_block=F.col("kind").isNull(),
         undecided=lambda fetched: undecided(fetched, state["devices"], timing),
     )
     return fold(summary, state, processed_at, timing)
@@ -158,7 +157,8 @@ def fold(summary: list[Row], state: Tables, processed_at: float, timing: Timing)
     late, dead = [], []
     for row in summary:
         if row["kind"] == DEAD:
-            dead.append({"value": row["record"], **{c: row[c] for c in _DEAD_LETTER_COLUMNS}})
+            at = row["dead_at"]
+            dead.append({"value": row["record"], "key": row["key"], "reason": row["reason"], **at.asDict()})
             continue
         device = row["device"]
         seq, ts = seen.get(device, (row["high_seq"], row["high_ts"]))
@@ -201,7 +201,6 @@ def fold(summary: list[Row], state: Tables, processed_at: float, timing: Timing)
 
 _WINDOWS_COLUMNS = columns(WINDOWS_SCHEMA)
 _KEY_AT = [_WINDOWS_COLUMNS.index(c) for c in WINDOW_KEY]
-_DEAD_LETTER_COLUMNS = ("key", "reason", "topic", "partition", "offset", "index")
 
 
 @dataclass(frozen=True)
@@ -258,7 +257,7 @@ def summarize(
     - window of the batch's on-time readings (kind "window"): device, sensor, metric,
       window_start, n, mean, m2, min, max, unit, and the highest seq and ts in it;
     - late reading (kind "late") and dead letter (kind "dead"), each a row of its own,
-      with its reason;
+      with its reason (a dead letter's place in `dead_at`: topic, partition, offset, index);
     - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
       seq seen (pikit_spark/seqs.py).
 
@@ -269,9 +268,10 @@ def summarize(
     """
     # A dead letter has no device: kept.
     rows = above_marks(_as_verdicts(verdicts), marks, names=("high_seq", "was_closed"))
+    was_closed = F.col("was_closed") if marks else F.lit(None)
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
-    closed_before = F.coalesce(window_end <= F.col("was_closed"), F.lit(False))
+    closed_before = F.coalesce(window_end <= was_closed, F.lit(False))
     too_old = at_most(window_end, whole_seconds(horizon_end))
     late_reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(too_old, F.lit(LATE_HORIZON))
     dead = F.col("reason").isNotNull()
@@ -322,7 +322,7 @@ def summarize(
         F.min("seq").alias("low_seq"),
         F.max("ts").alias("high_ts"),
         *block_aggregates(),
-    ).select("*", *(F.col("dead_at")[name].alias(name) for name in ("topic", "partition", "offset", "index")))
+    )
 
 
 def _as_verdicts(rows: DataFrame) -> DataFrame:

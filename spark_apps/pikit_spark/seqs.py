@@ -38,22 +38,22 @@ def once_per_seq(
     summary: DataFrame,
     rows: DataFrame,
     resummarize: Callable[[DataFrame, list[str]], DataFrame],
-    is_block: Column,
     undecided: Callable[[list[Row]], set[str]] = lambda _: set(),
 ) -> list[Row]:
-    """The summary's rows, fetched to the driver without its seq blocks (`is_block` rows),
-    where every device whose seqs repeat in the batch, or that `undecided` names from the
-    fetched rows, is summarized again by `resummarize` from its rows deduplicated by (device,
-    seq) (one copy kept: a resend is the same reading), which is also told those devices.
+    """The summary's rows, fetched to the driver without its seq blocks (rows of a null
+    `kind`), where every device whose seqs repeat in the batch, or that `undecided` names from
+    the fetched rows, is summarized again by `resummarize` from its rows deduplicated by
+    (device, seq) (one copy kept: a resend is the same reading), which is also told those
+    devices.
 
     `summary` may be made without the devices' marks (no broadcast job): `undecided` then
     names the devices whose rows the marks would have changed (a seq at or below the mark, a
     window the device had closed), and `resummarize` applies the marks to those alone.
     One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
-    repeats = is_block & (F.col("n") > F.bit_count("seq_bits"))
-    fetched = summary.where(~is_block | repeats).withColumn("_repeats", repeats).collect()
-    plain = [r for r in fetched if not r["_repeats"]]
-    redo = sorted({r["device"] for r in fetched if r["_repeats"]} | undecided(plain))
+    is_block = F.col("kind").isNull()
+    fetched = summary.where(~is_block | (F.col("n") > F.bit_count("seq_bits"))).collect()
+    plain = [r for r in fetched if r["kind"] is not None]
+    redo = sorted({r["device"] for r in fetched if r["kind"] is None} | undecided(plain))
     kept = [r for r in plain if r["device"] not in redo]
     if not redo:
         return kept
@@ -73,7 +73,10 @@ def above_marks(
     of a dead letter, which has no device), beside the mark's other values as columns
     `names[1:]` (null for a device without a mark). `marks` map a device to its mark's values,
     the high seq first: the few devices a batch reads again, so they go into the plan as a
-    literal (pikit_spark/lookup.py) and cost no Spark job."""
+    literal (pikit_spark/lookup.py) and cost no Spark job. Without marks, `rows` as they are:
+    no columns added (each step of a plan is analyzed again, 30-60 ms on the lab)."""
+    if not marks:
+        return rows
     value_type = "struct<" + ",".join(f"{name}:long" for name in names) + ">"
     entries = {device: tuple(values) for device, values in marks.items()}
     marked = looked_up(rows, entries, ["device"], value_type, "_mark")

@@ -19,6 +19,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.ui.enabled", "false")
         # As the apps run (pikit_spark.common.session), so that the tests count their Spark jobs.
         .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .config("spark.driver.memory", "512m")
         # C1 only: these short sessions ran the C2 compiler threads for about half of the
         # JVM's CPU time, compiling code that a small test frame never runs long enough to repay.
