@@ -3,6 +3,7 @@ versions of the earlier release still read."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pikit_spark.device_windows import STATE_SCHEMAS
@@ -41,3 +42,26 @@ def test_the_parquet_layout_of_the_earlier_release_is_read_and_then_replaced(
         tables.write(batch_id, tables.before(batch_id))
     assert tables.versions() == [9, 10] and not (tmp_path / "batch=7").exists()
     assert tables.before(11) == {"windows": [WINDOW], "devices": [DEVICE]}
+
+
+def test_the_version_a_driver_wrote_is_read_back_from_memory_and_only_while_its_file_is_unchanged(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The next batch reads what this driver wrote without parsing the file again; what it
+    gets equals the file's content, and a file rewritten by another driver is read instead."""
+    tables = VersionedTables(spark, str(tmp_path), STATE_SCHEMAS)
+    written = {"windows": [list(WINDOW)], "devices": [DEVICE]}
+    tables.write(3, written)
+    written["devices"].append(DEVICE)  # the caller's lists are not the cache
+    cached = tables.before(4)
+    assert cached == VersionedTables(spark, str(tmp_path), STATE_SCHEMAS).before(4)
+    assert cached == {"windows": [WINDOW], "devices": [DEVICE]}
+    cached["windows"].clear()  # nor is what a batch was given
+    assert tables.before(4)["windows"] == [WINDOW]
+    file = tmp_path / "batch=3.json"
+    stat = file.stat()
+    file.write_text(file.read_text().replace("edge-1", "edge-9"))  # same size, same time
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert tables.before(4)["devices"] == [DEVICE], "from memory: the file was not read"
+    VersionedTables(spark, str(tmp_path), STATE_SCHEMAS).write(3, {"windows": [], "devices": [DEVICE] * 2})
+    assert tables.before(4) == {"windows": [], "devices": [DEVICE] * 2}, "another driver's version"
