@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from pikit_spark.device_windows import STATE_SCHEMAS
-from pikit_spark.state import VersionedTables
+from pikit_spark.state import Tables, VersionedTables
 from pyspark.sql import SparkSession
 
 WINDOW = ("edge-1", "sim", "t", "C", 1_800_000_000, 3, 2.5, 0.5, 1.0, 4.0)
@@ -50,7 +50,7 @@ def test_the_version_a_driver_wrote_is_read_back_from_memory_and_only_while_its_
     """The next batch reads what this driver wrote without parsing the file again; what it
     gets equals the file's content, and a file rewritten by another driver is read instead."""
     tables = VersionedTables(spark, str(tmp_path), STATE_SCHEMAS)
-    written = {"windows": [list(WINDOW)], "devices": [DEVICE]}
+    written: Tables = {"windows": [WINDOW], "devices": [DEVICE]}
     tables.write(3, written)
     written["devices"].append(DEVICE)  # the caller's lists are not the cache
     cached = tables.before(4)
