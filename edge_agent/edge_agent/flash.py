@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from edge_agent import unitfile
+from edge_agent.sensors import device_nodes
 
 MARKER = "pikit edge-agent flash"
 PAYLOAD = "pikit"
@@ -184,19 +185,26 @@ class Payload:
         return out
 
 
-def agent_settings(config: Path) -> tuple[str, str]:
-    """The spool directory and the device id of an agent configuration: its unit needs them."""
+def agent_settings(config: Path) -> tuple[str, str, list[str]]:
+    """The spool directory, the device id and the sensors' device nodes of an agent
+    configuration: its unit needs them."""
     try:
         doc = tomllib.loads(config.read_text())
-        return str(doc["spool"]["directory"]), str(doc["device_id"])
+        devices = device_nodes(doc.get("sensors", []))
+        return str(doc["spool"]["directory"]), str(doc["device_id"]), devices
     except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
         raise FlashError(f"--config {config}: spool.directory or device_id is not readable ({exc})") from None
 
 
-def unit(spool_dir: str, device_id: str) -> str:
+def unit(spool_dir: str, device_id: str, devices: list[str]) -> str:
     """The agent's unit: what the edge_agent role installs (edge_agent/unitfile.py)."""
+    facts = {
+        "edge_agent_spool_dir": spool_dir,
+        "edge_agent_device_id": device_id,
+        "edge_agent_devices": devices,
+    }
     try:
-        return unitfile.render(MARKER, {"edge_agent_spool_dir": spool_dir, "edge_agent_device_id": device_id})
+        return unitfile.render(MARKER, facts)
     except unitfile.UnitSourceError as exc:
         raise FlashError(str(exc)) from None
 

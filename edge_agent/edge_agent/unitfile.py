@@ -43,13 +43,18 @@ def render(managed: str, facts: dict[str, Any], roles: Path = ROLES) -> str:
     """The unit, as Ansible's template module renders it: `facts` supplies what the role's
     defaults take from the inventory (the device id, the spool directory)."""
     import jinja2
+    import jinja2.nativetypes
 
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters["ternary"] = lambda value, yes, no: yes if value else no  # Ansible's filter
+    # A value is rendered as Ansible renders a variable: to its native type ("{{ a_list }}": a list).
+    native = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
 
     def value(raw: Any, context: dict[str, Any]) -> Any:
+        if isinstance(raw, str) and "{" in raw:
+            rendered = native.from_string(raw).render(context)
+            return rendered.strip() if isinstance(rendered, str) else rendered
         if isinstance(raw, str):
-            return env.from_string(raw).render(context).strip() if "{" in raw else raw
+            return raw
         if isinstance(raw, list):
             return [value(item, context) for item in raw]
         return raw

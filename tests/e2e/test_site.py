@@ -338,6 +338,30 @@ def test_site_converges(site: Site) -> None:
     wait_for("readings of both agents", lambda: {r.device for r in raw_readings(site)} >= set(EDGES), 120)
 
 
+SECURITY_BAR = 3.0  # systemd-analyze security's exposure level, at most, of every unit the kit writes
+_EXPOSURE = re.compile(r"Overall exposure level for (\S+): ([0-9.]+)")
+
+
+def test_every_unit_the_kit_writes_is_sandboxed_to_the_bar(site: Site) -> None:
+    """`systemd-analyze security` on every node, for every service unit the kit wrote (its
+    template's `Ansible managed` header): each at most SECURITY_BAR. The suite that follows runs
+    them all, so it proves that the sandbox takes nothing they need."""
+    scores = {}
+    for node in [*BROKERS, MASTER, *EDGES]:
+        units = sh(node, "grep -l '^# Ansible managed' /etc/systemd/system/*.service").split()
+        assert units, f"{node}: no unit of the kit found"
+        names = " ".join(Path(unit).name for unit in units)
+        report = sh(node, f"systemd-analyze security --no-pager {names}")
+        found = dict(_EXPOSURE.findall(report))
+        assert set(found) == {Path(unit).name for unit in units}, f"{node}: {report[-2000:]}"
+        scores.update({f"{node} {unit}": float(level) for unit, level in found.items()})
+    print("\n" + "\n".join(f"{level:4.1f} {unit}" for unit, level in sorted(scores.items())))
+    above = {unit: level for unit, level in scores.items() if level > SECURITY_BAR}
+    assert not above, f"above {SECURITY_BAR}: {above}"
+    kinds = {unit.split()[1] for unit in scores}
+    assert {"kafka.service", "edge-agent.service", "pikit-cert-expiry.service"} <= kinds
+
+
 def test_the_firewall_drops_a_stranger_and_lets_the_cluster_through(site: Site) -> None:
     """A container on the lab's network that is in no inventory group reaches SSH and nothing of
     Kafka or Spark; the cluster's own traffic is the rest of this suite, run behind the firewall."""

@@ -39,23 +39,29 @@ class Buildable(Protocol):
     def from_options(cls, name: str, options: dict[str, Any], path: str) -> Sensor: ...
 
 
+Devices = Callable[[dict[str, Any]], list[str]]
+
+
 @dataclass(frozen=True)
 class SensorType:
     build: Callable[[str, dict[str, Any], str], Sensor]
     sample: str  # a [[sensors]] table for it, in TOML
+    # The device nodes a sensor of these options opens (systemd's DeviceAllow= form: a path,
+    # or char-<driver>): the agent's unit allows these and no other.
+    devices: Devices
 
 
 _TYPES: dict[str, SensorType] = {}
 B = TypeVar("B", bound=Buildable)
 
 
-def register(type_name: str) -> Callable[[type[B]], type[B]]:
+def register(type_name: str, devices: Devices = lambda _: []) -> Callable[[type[B]], type[B]]:
     def add(cls: type[B]) -> type[B]:
         if type_name in _TYPES:
             raise ValueError(f"sensor type {type_name!r} is registered twice")
         module = sys.modules[cls.__module__]
         sample = resources.files(module.__package__ or "").joinpath(f"{type_name}.toml").read_text()
-        _TYPES[type_name] = SensorType(cls.from_options, sample.strip())
+        _TYPES[type_name] = SensorType(cls.from_options, sample.strip(), devices)
         return cls
 
     return add
@@ -81,6 +87,19 @@ def build(config: SensorConfig, index: int) -> Sensor:
     if options:
         raise ConfigError(f"sensors[{index}].{sorted(options)[0]}: unknown key for a {config.type} sensor")
     return sensor
+
+
+def device_nodes(sensors: list[dict[str, Any]]) -> list[str]:
+    """The device nodes that [[sensors]] tables (as the agent's config has them) open, each
+    once, sorted: a sensor type not known here opens none that the kit knows of."""
+    types = sensor_types()
+    found = {
+        device
+        for table in sensors
+        if table.get("type") in types
+        for device in types[table["type"]].devices(table)
+    }
+    return sorted(found)
 
 
 def option(options: dict[str, Any], key: str, path: str, kind: type, default: Any) -> Any:

@@ -80,7 +80,7 @@ def compensate(cal: Calibration, adc_t: int, adc_p: int, adc_h: int) -> tuple[fl
     return temperature, pressure / 100.0, min(100.0, max(0.0, humidity))
 
 
-@register("bme280")
+@register("bme280", devices=lambda table: [f"/dev/i2c-{table.get('bus', 1)}"])
 @dataclass
 class Bme280:
     name: str

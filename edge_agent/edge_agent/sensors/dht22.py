@@ -13,7 +13,9 @@ from edge_agent.config import ConfigError
 from edge_agent.sensors import Measurement, option, register
 
 
-@register("dht22")
+# The driver bit-bangs the pin through the GPIO character device (or /dev/gpiomem on older
+# kernels and libraries).
+@register("dht22", devices=lambda _: ["char-gpiochip", "/dev/gpiomem"])
 @dataclass
 class Dht22:
     name: str

@@ -1,9 +1,12 @@
-"""Filters of the edge_agent role: reading the agent's metrics, and which releases to keep."""
+"""Filters of the edge_agent role: reading the agent's metrics, which releases to keep, and the
+device nodes its sensors open (the agent's own declaration, edge_agent.sensors)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from edge_agent.sensors import device_nodes
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -69,4 +72,5 @@ class FilterModule:
             "edge_agent_metrics_health": edge_agent_metrics_health,
             "edge_agent_started_ms": edge_agent_started_ms,
             "edge_agent_releases_to_prune": edge_agent_releases_to_prune,
+            "edge_agent_device_nodes": device_nodes,
         }

@@ -211,13 +211,16 @@ def test_a_full_partition_is_refused_and_left_alone(
 
 def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
     """flash writes no unit of its own: the edge_agent role's values in the service_unit pattern."""
-    flashed = unit("/srv/spool", "edge-7")
+    flashed = unit("/srv/spool", "edge-7", [])
     assert flashed.startswith(f"# {MARKER}\n[Unit]\nDescription=pikit edge agent (edge-7)\n")
     assert (
         "ExecStart=/opt/edge-agent/current/venv/bin/edge-agent run --config /etc/edge-agent/config.toml\n"
         in flashed
     )
-    assert "ReadWritePaths=/srv/spool\n" in flashed and "PrivateDevices=no\n" in flashed
+    assert "ReadWritePaths=/srv/spool\n" in flashed and "PrivateDevices=yes\n" in flashed
+    assert "MemoryDenyWriteExecute=yes\n" in flashed, "Python has no JIT"
+    on_a_bus = unit("/srv/spool", "edge-7", ["/dev/i2c-1"])
+    assert "PrivateDevices=no\nDevicePolicy=closed\nDeviceAllow=/dev/i2c-1 rw\n" in on_a_bus
     roles = tmp_path / "roles"
     shutil.copytree(REPO / "roles/edge_agent", roles / "edge_agent")
     shutil.copytree(REPO / "roles/service_unit", roles / "service_unit")

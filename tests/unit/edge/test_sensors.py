@@ -5,10 +5,11 @@ from __future__ import annotations
 import struct
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from edge_agent.config import ConfigError, SensorConfig, parse
-from edge_agent.sensors import build, sensor_types
+from edge_agent.sensors import build, device_nodes, sensor_types
 from edge_agent.sensors.bme280 import Bme280, Calibration, compensate
 
 
@@ -128,3 +129,16 @@ def test_edge_agent_sensors_prints_every_type(capsys: pytest.CaptureFixture[str]
     assert main(["sensors"]) == 0
     printed = tomllib.loads(capsys.readouterr().out.replace("\n\n[[sensors]]", "\n[[sensors]]"))
     assert [table["type"] for table in printed["sensors"]] == list(sensor_types())
+
+
+def test_the_unit_allows_the_device_nodes_the_sensors_open_and_no_other() -> None:
+    """Each sensor type declares its nodes; a device without such sensors gets no device at all."""
+    tables: list[dict[str, Any]] = [
+        {"type": "bme280", "bus": 3},
+        {"type": "bme280"},
+        {"type": "cpu_temperature", "interval": 10.0},
+        {"type": "dht22", "pin": 17},
+        {"type": "bme280", "bus": 3, "address": 0x77},
+    ]
+    assert device_nodes(tables) == ["/dev/gpiomem", "/dev/i2c-1", "/dev/i2c-3", "char-gpiochip"]
+    assert device_nodes([{"type": "system"}, {"type": "simulated"}]) == []

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from edge_agent.contract import decode_batch
 from edge_agent.flash import unit
+from edge_agent.sensors import device_nodes
 from pikit_testkit.molecule_lab import journal, playbook, podman, recap
 from pikit_testkit.polling import wait_for
 
@@ -57,7 +58,8 @@ def test_the_installed_unit_is_the_one_flash_writes(host: Any) -> None:
     if not is_edge(host):
         pytest.skip("not an edge device")
     config = tomllib.loads(host.file("/etc/edge-agent/config.toml").content_string)
-    flashed = unit(config["spool"]["directory"], config["device_id"]).splitlines()[1:]
+    devices = device_nodes(config.get("sensors", []))
+    flashed = unit(config["spool"]["directory"], config["device_id"], devices).splitlines()[1:]
     installed = host.file("/etc/systemd/system/edge-agent.service").content_string.splitlines()[1:]
     assert installed == flashed
 
