@@ -13,12 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
+
+from pikit import revocation
 
 DEVICE_CERT_NAME = "edge-agent"  # the edge_agent role's pki_cert_name
 
@@ -30,7 +33,7 @@ class Certificate:
     file: str
     not_after: str
     days_left: int
-    status: str  # ok | renew at the next run | expired
+    status: str  # ok | renew at the next run | expired | CA expiring: rotate it | revoked <when>
 
 
 def kind_of(pki: Path, path: Path) -> str:
@@ -43,8 +46,16 @@ def kind_of(pki: Path, path: Path) -> str:
     return "device" if path.stem.endswith(f"-{DEVICE_CERT_NAME}") else "node"
 
 
-def inventory(pki: Path, renew_before_days: int, now: datetime | None = None) -> list[Certificate]:
+def inventory(
+    pki: Path,
+    renew_before_days: int,
+    now: datetime | None = None,
+    revoked: Mapping[str, revocation.Revocation] | None = None,
+) -> list[Certificate]:
+    """The certificates, each with its status; a revoked device's (pikit/revocation.py, matched by
+    its serial) says so instead of asking for renewal."""
     now = now or datetime.now(UTC)
+    revoked = revoked or {}
     paths = [
         pki / "ca.crt",
         pki / "ca-next" / "ca.crt",
@@ -58,7 +69,11 @@ def inventory(pki: Path, renew_before_days: int, now: datetime | None = None) ->
         names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         left = cert.not_valid_after_utc - now
         kind = kind_of(pki, path)
-        if left.total_seconds() <= 0:
+        subject = str(names[0].value) if names else cert.subject.rfc4514_string()
+        shut_out = revoked.get(subject) if kind == "device" else None
+        if shut_out is not None and shut_out.serial in ("", format(cert.serial_number, "x")):
+            status = f"revoked {shut_out.revoked_at}"
+        elif left.total_seconds() <= 0:
             status = "expired"
         elif left.days < renew_before_days and not kind.startswith("ca"):
             status = "renew at the next run"
@@ -69,7 +84,7 @@ def inventory(pki: Path, renew_before_days: int, now: datetime | None = None) ->
         found.append(
             Certificate(
                 kind,
-                str(names[0].value) if names else cert.subject.rfc4514_string(),
+                subject,
                 str(path.relative_to(pki)),
                 cert.not_valid_after_utc.strftime("%Y-%m-%d %H:%M UTC"),
                 left.days,
@@ -91,11 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pki", type=Path, required=True, help="the controller's pki_dir")
     parser.add_argument("--renew-before-days", type=int, default=30)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--revoked", type=Path, help="the revoked devices' record (default: revoked-devices.json by --pki)"
+    )
     args = parser.parse_args(argv)
     if not (args.pki / "ca.crt").exists():
         print(f"{args.pki}: no ca.crt here (is this the inventory's pki_dir?)", file=sys.stderr)
         return 2
-    certs = inventory(args.pki, args.renew_before_days)
+    record = args.revoked or args.pki.parent / "revoked-devices.json"
+    certs = inventory(args.pki, args.renew_before_days, revoked=revocation.load(record))
     print(json.dumps([asdict(c) for c in certs], indent=2) if args.json else table(certs))
     return 1 if any(c.status == "expired" for c in certs) else 0
 

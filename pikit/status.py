@@ -32,6 +32,7 @@ from cryptography import x509
 from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER
 from kafka import KafkaConsumer, TopicPartition
 
+from pikit import revocation
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape, values
 from pikit.site import Site
@@ -324,11 +325,18 @@ def agent_parts(
     # Without Kafka nothing can be said of the devices: unknown, which is not their fault.
     last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
     now = time.time()
+    revoked = revocation.load(site.state_dir / "revoked-devices.json")
     parts = []
     for device in devices:
         part = Part(device)
         seen = last.get(device) if last is not None else None
-        if last is None:
+        shut_out = revoked.get(device)
+        if shut_out is not None:
+            # Its silence is the revocation's doing: shown, not a problem.
+            part.details["revoked"] = shut_out.revoked_at
+            if shut_out.fence is None:
+                part.problems.append("revocation unfinished: run playbooks/edge-revoke.yml again")
+        elif last is None:
             part.details["last_reading"] = "unknown: no broker answers"
         elif seen is None:
             part.problems.append(f"silent: no reading in Kafka for more than {lookback / 60:.0f} min")
@@ -341,7 +349,7 @@ def agent_parts(
                 part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
         # The pki role keeps a copy of each certificate it issued (issued/<host>-<service>.crt).
         expiry = _certificate_expiry(pki / "issued" / f"{device}-edge-agent.crt")
-        if expiry is not None:
+        if expiry is not None and shut_out is None:
             days = (expiry - now) / 86400
             part.details["certificate_days_left"] = round(days, 1)
             if days < CERT_WARN_DAYS:

@@ -54,6 +54,8 @@ def describe(kind: str, part: Part) -> str:
             )
         return "  ".join(bits)
     if kind == "agent":
+        if "revoked" in d:
+            return f"revoked {d['revoked']}: refused by every broker (playbooks/edge-revoke.yml)"
         if "last_reading_s_ago" not in d:
             bits = [str(d["last_reading"])] if "last_reading" in d else []
         else:

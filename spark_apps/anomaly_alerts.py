@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from edge_agent.signing import Keyring
 from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import streaming_parser
 from pikit_spark.presence import presence
 from pikit_spark.readings import parse
 from pikit_spark.sink import batch_timestamp, checkpoint_query_id
+from pyspark.sql import DataFrame
 
 APP = "anomaly_alerts"
 
@@ -47,9 +49,11 @@ def main(argv: list[str] | None = None) -> None:
     app = StreamingApp.start(APP, args, [args.alerts_topic])
     sink = app.sink
     store = BaselineStore(app.spark, f"{app.checkpoints}/baseline")
+
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
-    readings = parse(app.readings(), args.max_clock_skew_seconds, app.keys).readings
+    def readings(keyring: Keyring | None) -> DataFrame:
+        return parse(app.readings(), args.max_clock_skew_seconds, keyring).readings
 
     def judge_batch(batch: Any, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
+from edge_agent.signing import Keyring
 from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser
@@ -67,13 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
     state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS | PARQUET_STATE_SCHEMAS)
+
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
-    # parse is a stateless part of the stream, planned once, not once per micro-batch.
-    parsed = parse(
-        app.readings().withColumn("processed_at", F.current_timestamp()),
-        args.max_clock_skew_seconds,
-        app.keys,
-    )
+    # parse is a stateless part of the stream, planned once per query, not once per micro-batch.
+    def verdicts(keyring: Keyring | None) -> DataFrame:
+        stamped = app.readings().withColumn("processed_at", F.current_timestamp())
+        return parse(stamped, args.max_clock_skew_seconds, keyring).verdicts
 
     def process(verdicts: DataFrame, batch_id: int) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s, "
         f"Parquet every {parquet_every:g}s"
     )
-    app.run(parsed.verdicts, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
+    app.run(verdicts, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ The device key is HMAC-SHA256(site secret, "pikit device key" NUL device id): th
 keeps the site secret and hands each device only its own key, so a stolen device can sign
 as itself and nothing else. The Spark apps hold the keys of the site's devices and check
 each record before reading it (pikit_spark/readings.py, the same rules as `verdict` here).
+A stolen device is revoked (playbooks/edge-revoke.yml): the brokers refuse its certificate,
+and from its fence on (the readings topic's end offsets once the brokers refused it) a record
+signed with its key is a dead letter `revoked`, whichever certificate wrote it. What it wrote
+before the fence was written while it was trusted, and is read as before.
 The MAC covers the digest, not the bytes, so that Spark computes the digest where the
 record lies and the keyed part on 32 bytes. Only the standard library is used: the agent
 runs on a Pi Zero without extra wheels.
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 SIGNER_HEADER = "pikit-signer"
 MAC_HEADER = "pikit-mac"
@@ -30,6 +36,50 @@ UNSIGNED = "unsigned: no pikit-signer and pikit-mac headers"
 UNKNOWN_SIGNER = "signed by a device this cluster holds no key for"
 BAD_MAC = "signature does not match the record"
 FORGED = "forged: signed by one device, claims another"
+REVOKED = "revoked: signed with the key of a revoked device"
+
+# A revoked device's fence: per partition of the readings topic, the first offset it no longer
+# counts at. A partition missing from it was added later and holds nothing from before.
+Fence = Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """What the apps check records against: the devices' keys, and the fences of those revoked."""
+
+    keys: Mapping[str, bytes]
+    revoked: Mapping[str, Fence] = field(default_factory=dict)
+
+    def is_revoked(self, signer: str, partition: int, offset: int) -> bool:
+        fence = self.revoked.get(signer)
+        return fence is not None and offset >= fence.get(partition, 0)
+
+    def to_json(self) -> str:
+        """The keyring file the spark role writes for each app (0640, never printed)."""
+        return json.dumps(
+            {
+                "keys": {device: key.hex() for device, key in sorted(self.keys.items())},
+                "revoked": {
+                    device: {str(p): o for p, o in sorted(fence.items())}
+                    for device, fence in sorted(self.revoked.items())
+                },
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Keyring:
+        """The keyring file; a flat {device: key} (releases before revocation) has none revoked."""
+        doc = json.loads(text)
+        if "keys" not in doc:
+            doc = {"keys": doc}
+        return cls(
+            {device: bytes.fromhex(key) for device, key in doc["keys"].items()},
+            {
+                device: {int(p): int(o) for p, o in fence.items()}
+                for device, fence in doc.get("revoked", {}).items()
+            },
+        )
 
 
 def device_key(site_secret: bytes, device: str) -> bytes:
@@ -75,16 +125,23 @@ def signer_of(record_headers: Iterable[tuple[str, bytes]] | None) -> tuple[str |
 
 
 def verdict(
-    value: bytes, record_headers: Iterable[tuple[str, bytes]] | None, keys: Mapping[str, bytes]
+    value: bytes,
+    record_headers: Iterable[tuple[str, bytes]] | None,
+    keys: Mapping[str, bytes] | Keyring,
+    position: tuple[int, int] = (0, -1),
 ) -> tuple[str | None, str | None]:
-    """(reason, signer): reason None when the record is validly signed by a known device.
+    """(reason, signer): reason None when the record is validly signed by a known device that
+    was not revoked at the record's `position` (partition, offset) in the readings topic.
 
     Whether the record's own `device` is its signer is decided once the record has been
     read (`forged_reason`): a record that is not JSON has no device to compare."""
+    ring = keys if isinstance(keys, Keyring) else Keyring(keys)
     signer, tag = signer_of(record_headers)
     if signer is None or tag is None:
         return UNSIGNED, signer
-    key = keys.get(signer)
+    if ring.is_revoked(signer, *position):
+        return naming(REVOKED, signer), signer
+    key = ring.keys.get(signer)
     if key is None:
         return naming(UNKNOWN_SIGNER, signer), signer
     if not hmac.compare_digest(mac(key, value), tag):

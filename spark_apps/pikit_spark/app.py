@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from edge_agent.signing import Keyring
 from edge_agent.watchdog import Watchdog
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from pikit_spark.common import (
     LOG,
     BatchFunction,
-    device_keys,
+    KeyringFile,
     kafka_options,
     kafka_python_client,
+    keyring_file,
     read_topic,
     session,
     setup_logging,
@@ -25,6 +29,10 @@ from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import TransactionalSink
 
+# How often a running app looks at its keyring file: a revoked device's forgeries are counted
+# until its next look and batch (the brokers refuse the device itself first).
+KEYRING_POLL_S = 5
+
 
 @dataclass
 class StreamingApp:
@@ -33,7 +41,7 @@ class StreamingApp:
     spark: SparkSession
     sink: TransactionalSink  # every output topic, written once per micro-batch
     checkpoints: str
-    keys: dict[str, bytes] | None  # the devices' signing keys; None: signatures not checked
+    keyring: KeyringFile | None  # the devices' signing keys and revocations; None: not checked
     metrics: AppMetrics  # served at --metrics-listen when given
 
     @classmethod
@@ -55,22 +63,42 @@ class StreamingApp:
         sink = TransactionalSink(
             topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint, failpoints=checkpoints
         )
-        keys = device_keys(args.device_keys)
-        return cls(name, args, spark, sink, checkpoints, keys, metrics)
+        return cls(name, args, spark, sink, checkpoints, keyring_file(args.device_keys), metrics)
 
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""
         kafka = kafka_options(self.args.kafka_properties)
         return read_topic(self.spark, kafka, self.args.readings_topic, self.args)
 
-    def run(self, frame: DataFrame, process: BatchFunction, stream: str, what: str) -> None:
-        """Each micro-batch of `frame` to `process` until the query ends; exit 1 when it failed."""
-        query = start_batches(frame, process, f"{self.checkpoints}/{stream}", self.name, self.args)
-        LOG.info("%s: %s", self.name, what)
+    def run(
+        self, frame: Callable[[Keyring | None], DataFrame], process: BatchFunction, stream: str, what: str
+    ) -> None:
+        """Each micro-batch of `frame` (planned with the keyring) to `process` until the query
+        ends; exit 1 when it failed. A changed keyring restarts the query, not the app: the next
+        batch reads on from the checkpoint, judged by the new keyring."""
         try:
-            query.awaitTermination()
+            while True:
+                keyring = self.keyring.read() if self.keyring else None
+                checkpoint = f"{self.checkpoints}/{stream}"
+                query = start_batches(frame(keyring), process, checkpoint, self.name, self.args)
+                if self.keyring and keyring is not None:
+                    self.metrics.keyring(self.keyring.sha1, sorted(keyring.revoked))
+                LOG.info("%s: %s", self.name, what)
+                if not self._until_the_keyring_changes(query):
+                    break
+                LOG.info("%s: the keyring changed; the query starts again with it", self.name)
         finally:
             self.sink.close()
         if query.exception() is not None:
             LOG.error("%s failed: %s", query.name, query.exception())
             sys.exit(1)
+
+    def _until_the_keyring_changes(self, query: StreamingQuery) -> bool:
+        """Wait for the query to end (False), or for the keyring to change between two
+        micro-batches, then stop it (True). A batch that a stop interrupts after all is replayed
+        by the next query, and the sink writes each batch once."""
+        while not query.awaitTermination(KEYRING_POLL_S):
+            if self.keyring and self.keyring.changed() and not query.status["isTriggerActive"]:
+                query.stop()
+                return True
+        return False

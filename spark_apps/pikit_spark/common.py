@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
+import hashlib
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edge_agent.signing import Keyring
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -85,20 +86,53 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--device-keys",
         default="",
-        help="JSON {device: key in hex} (the spark role writes it): a record counts only when signed "
-        "by the device it claims (edge_agent/signing.py); without it no record is checked",
+        help="the devices' keyring, JSON (edge_agent.signing.Keyring; the spark role writes it): a record "
+        "counts only when signed by the device it claims, not revoked; read again when it changes; "
+        "without it no record is checked",
     )
     return parser
 
 
-def device_keys(path: str) -> dict[str, bytes] | None:
-    """The signing keys of the site's devices, or None when the app checks no signatures."""
+class KeyringFile:
+    """The devices' keyring (--device-keys, edge_agent.signing.Keyring), read again when the file
+    changes: a device that joins, is revoked or is restored (the spark role rewrites the file
+    whole) reaches a running app without a restart of the app."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self._stamp: tuple[int, int] | None = None
+        # SHA-1 of the bytes last read, as Ansible's copy reports a file's checksum: the app shows
+        # it (pikit_app_keyring_info), and playbooks/edge-revoke.yml waits for the one it wrote.
+        self.sha1 = ""
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def changed(self) -> bool:
+        """Whether the file differs from the one last read (a missing file is no change)."""
+        stamp = self._stat()
+        return stamp is not None and stamp != self._stamp
+
+    def read(self) -> Keyring:
+        stamp = self._stat()
+        data = self.path.read_bytes()
+        ring = Keyring.from_json(data.decode())
+        self._stamp, self.sha1 = stamp, hashlib.sha1(data).hexdigest()
+        revoked = f", {len(ring.revoked)} revoked ({', '.join(sorted(ring.revoked))})" if ring.revoked else ""
+        LOG.info("checking the signatures of %d devices' records%s", len(ring.keys), revoked)
+        return ring
+
+
+def keyring_file(path: str) -> KeyringFile | None:
+    """The keyring, or None when the app checks no signatures."""
     if not path:
         LOG.warning("no --device-keys: records are not checked against the device that sent them")
         return None
-    keys = {device: bytes.fromhex(key) for device, key in json.loads(Path(path).read_text()).items()}
-    LOG.info("checking the signatures of %d devices' records", len(keys))
-    return keys
+    return KeyringFile(path)
 
 
 BatchFunction = Callable[[DataFrame, int], None]

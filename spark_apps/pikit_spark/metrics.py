@@ -99,6 +99,7 @@ class AppMetrics(StreamingQueryListener):
         self._queries: dict[str, QueryProgress] = {}
         self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
         self._devices: list[tuple[str, float, bool]] = []
+        self._keyring: tuple[str, list[str]] | None = None
         # When a query last showed life (started, made a batch, found nothing to read): what the
         # watchdog reads. The app's start counts as a sign until a query has given one.
         self._started = time.time()
@@ -142,6 +143,12 @@ class AppMetrics(StreamingQueryListener):
         with self._lock:
             self._values[name] = value
 
+    def keyring(self, sha1: str, revoked: list[str]) -> None:
+        """The keyring the running query checks records against: its file's SHA-1, and the
+        devices it holds revoked."""
+        with self._lock:
+            self._keyring = (sha1, list(revoked))
+
     def devices(self, presence: list[tuple[str, float, bool]], batch_started: float) -> None:
         """Each device's presence after a batch that started at `batch_started`, and whether the
         app holds it silent: what a Prometheus alert on a quiet device reads. A device seen in
@@ -159,7 +166,23 @@ class AppMetrics(StreamingQueryListener):
     def exposition(self) -> str:
         with self._lock:
             queries, values, devices = list(self._queries.values()), dict(self._values), list(self._devices)
-        return "".join(self._lines(queries, values)) + "".join(self._device_lines(devices))
+            keyring = self._keyring
+        return (
+            "".join(self._lines(queries, values))
+            + "".join(self._device_lines(devices))
+            + "".join(self._keyring_lines(keyring))
+        )
+
+    def _keyring_lines(self, keyring: tuple[str, list[str]] | None) -> Iterator[str]:
+        if keyring is None:
+            return
+        app = f'app="{self.app}"'
+        sha1, revoked = keyring
+        info, shut_out = "pikit_app_keyring_info", "pikit_app_revoked_devices"
+        yield f"# HELP {info} the keyring the app's query checks records against (its file's SHA-1)\n"
+        yield f'# TYPE {info} gauge\n{info}{{{app},sha1="{sha1}"}} 1\n'
+        yield f"# HELP {shut_out} devices whose records the app refuses from their fence on\n"
+        yield f"# TYPE {shut_out} gauge\n{shut_out}{{{app}}} {len(revoked)}\n"
 
     def _device_lines(self, devices: list[tuple[str, float, bool]]) -> Iterator[str]:
         if not devices:

@@ -36,7 +36,17 @@ from edge_agent.contract import (
     bad_name,
     lacks,
 )
-from edge_agent.signing import BAD_MAC, FORGED, MAC_HEADER, SIGNER_HEADER, UNKNOWN_SIGNER, UNSIGNED
+from edge_agent.signing import (
+    BAD_MAC,
+    FORGED,
+    MAC_HEADER,
+    REVOKED,
+    SIGNER_HEADER,
+    UNKNOWN_SIGNER,
+    UNSIGNED,
+    Fence,
+    Keyring,
+)
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -154,13 +164,16 @@ _AGENT_FORM_MAX_BYTES = 256 * 1024
 
 
 def parse(
-    records: DataFrame, max_clock_skew_s: int = MAX_CLOCK_SKEW_S, keys: Mapping[str, bytes] | None = None
+    records: DataFrame,
+    max_clock_skew_s: int = MAX_CLOCK_SKEW_S,
+    keys: Keyring | Mapping[str, bytes] | None = None,
 ) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
 
-    With `keys` (device id -> key, edge_agent/signing.py), the records also need their
-    `headers`, and a record counts only when its MAC is valid for its signer and its
-    `device` is that signer; else it is a dead letter whose reason names the signer.
+    With `keys` (device id -> key, or a Keyring with revoked devices, edge_agent/signing.py),
+    the records also need their `headers`, and a record counts only when its MAC is valid for
+    its signer, its signer was not revoked at the record's offset, and its `device` is that
+    signer; else it is a dead letter whose reason names the signer.
 
     Two paths give the same verdicts (tests/unit/spark compare both with the agent's contract,
     reason for reason). A record in the agent's own form (_AGENT_FORM: what encode_batch
@@ -309,14 +322,16 @@ def parse(
     return Parsed(verdicts)
 
 
-def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[DataFrame, Column]:
+def _signatures(records: DataFrame, keys: Keyring | Mapping[str, bytes] | None) -> tuple[DataFrame, Column]:
     """The records with their `signer`, and the reason their signature fails (null: it holds).
 
     HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions: the keys' inner and outer
-    pads are a small table broadcast to the executors, joined on the signer."""
+    pads are a small table broadcast to the executors, joined on the signer. The revoked
+    devices' fences are a literal in the plan."""
     if keys is None:
         return records.withColumn("signer", F.lit(None).cast("string")), F.lit(None).cast("string")
-    pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(keys.items())]
+    ring = keys if isinstance(keys, Keyring) else Keyring(keys)
+    pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(ring.keys.items())]
     table = records.sparkSession.createDataFrame(pads, "signer string, inner_pad binary, outer_pad binary")
 
     def header(name: str) -> Column:
@@ -331,10 +346,29 @@ def _signatures(records: DataFrame, keys: Mapping[str, bytes] | None) -> tuple[D
     signer = F.col("signer")
     reason = (
         F.when(signer.isNull() | F.col("mac").isNull(), F.lit(UNSIGNED))
+        .when(_revoked(ring.revoked, signer), _naming(REVOKED, signer))
         .when(F.col("inner_pad").isNull(), _naming(UNKNOWN_SIGNER, signer))
         .when(expected != F.col("mac"), _naming(BAD_MAC, signer))
     )
     return joined, reason
+
+
+def _revoked(revoked: Mapping[str, Fence], signer: Column) -> Column:
+    """Whether the record lies at or past its signer's fence (Keyring.is_revoked)."""
+    if not revoked:
+        return F.lit(False)
+
+    def fence(offsets: Fence) -> Column:
+        parts = sorted(offsets)
+        return F.map_from_arrays(
+            F.array(*(F.lit(p) for p in parts)).cast("array<int>"),
+            F.array(*(F.lit(offsets[p]) for p in parts)).cast("array<bigint>"),
+        )
+
+    fences = F.create_map(*(c for device in sorted(revoked) for c in (F.lit(device), fence(revoked[device]))))
+    found = F.element_at(fences, signer)
+    first = F.coalesce(F.element_at(found, F.col("partition")), F.lit(0))
+    return F.coalesce(found.isNotNull() & (F.col("offset") >= first), F.lit(False))
 
 
 def _pad(key: bytes, byte: int) -> bytes:

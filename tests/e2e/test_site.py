@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import random
@@ -63,7 +64,7 @@ import yaml
 from cryptography import x509
 from edge_agent.contract import Reading, encode_batch
 from edge_agent.failpoints import SINK_BEFORE_COMMIT
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
@@ -132,6 +133,17 @@ class Site:
         self.state = root / "state"
         self.logs = root
         self.first_recap: dict[str, int] = {}
+        # (device, fence, end offsets when it was restored) of each revocation (r): the apps
+        # dead-letter a record signed by the device between the two as `revoked`.
+        self.revocations: list[tuple[str, dict[int, int], dict[int, int]]] = []
+
+    def revoked(self, record: Any) -> bool:
+        signer, _ = signing.signer_of(record.headers)
+        return any(
+            signer == device
+            and fence.get(record.partition, 0) <= record.offset < until.get(record.partition, 0)
+            for device, fence, until in self.revocations
+        )
 
     def playbook(
         self, name: str, log: str, *extra: str, refused: bool = False, inventory: Path | None = None
@@ -171,7 +183,8 @@ class Site:
     def readings(self) -> tuple[list[bytes], list[bytes]]:
         """The raw topic's values that the apps read, and those refused for their signature."""
         records = read_to_end("sensor-readings", **self.client())
-        return authentic(((r.value, r.headers) for r in records), self.keys())
+        kept, refused = authentic(((r.value, r.headers) for r in records if not self.revoked(r)), self.keys())
+        return kept, refused + [r.value for r in records if self.revoked(r)]
 
     def authentic_records(self) -> list[tuple[int, int, bytes]]:
         """(partition, offset, value) of the raw topic's records that the apps read."""
@@ -179,7 +192,7 @@ class Site:
         return [
             (r.partition, r.offset, r.value)
             for r in read_to_end("sensor-readings", **self.client())
-            if authentic([(r.value, r.headers)], keys)[0]
+            if not self.revoked(r) and authentic([(r.value, r.headers)], keys)[0]
         ]
 
     def keys(self) -> dict[str, bytes]:
@@ -459,6 +472,51 @@ def test_every_service_serves_its_metrics(site: Site) -> None:
     wait_for("the app's backlog in its metrics", backlog_known, 120)
 
 
+def test_every_endpoint_the_kit_serves_passes_promtool(site: Site) -> None:
+    """`promtool check metrics` (Prometheus's own linter, on the monitoring node) finds nothing
+    in the series the kit names: Kafka's exporter rules (and the exporter's jvm_*), both apps, the
+    agents, and the kit's probes on each node exporter. The node exporter's and Spark's own series
+    are theirs (node_memory_MemFree_bytes, Spark's camelCase): counted, not judged."""
+    kafka = [f"{SUBNET_TO}1{n}:9404" for n in (1, 2, 3)]
+    apps = [f"{SUBNET_TO}14:{port}" for port in (9431, 9432)]
+    agents = [f"{SUBNET_TO}2{n}:9108" for n in (1, 2)]
+    probes = [f"{SUBNET_TO}1{n}:9100" for n in (1, 2, 3, 4)] + [f"{SUBNET_TO}2{n}:9100" for n in (1, 2)]
+    wait_for("both apps' first batches", lambda: all(scrape(f"http://{a}/metrics") for a in apps), 120)
+    found = {e: promtool(e) for e in kafka + apps + agents} | {e: promtool(e, only="pikit_") for e in probes}
+    assert prometheus.values(
+        scrape(f"http://{probes[3]}/metrics"), "pikit_certificate_expiry_timestamp_seconds"
+    )
+    theirs = {
+        e: promtool(e).count("\n") + 1 for e in (probes[0], f"{SUBNET_TO}14:8080/metrics/master/prometheus")
+    }
+    print(f"[promtool] findings in series that are not the kit's (not judged): {theirs}")
+    bad = {endpoint: text for endpoint, text in found.items() if text}
+    assert not bad, "\n".join(f"{endpoint}:\n{text}" for endpoint, text in bad.items())
+
+
+def promtool(endpoint: str, only: str = "") -> str:
+    """What `promtool check metrics` finds in an endpoint's page, or in its series named `only*`
+    with their HELP and TYPE lines ("" when nothing)."""
+    url = f"http://{endpoint}" if "/" in endpoint else f"http://{endpoint}/metrics"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        page = response.read().decode()
+    if only:
+        kept = [
+            line
+            for line in page.splitlines()
+            if line.removeprefix("# HELP ").removeprefix("# TYPE ").startswith(only)
+        ]
+        page = "\n".join(kept) + "\n"
+    proc = subprocess.run(
+        ["podman", "exec", "-i", MASTER, "promtool", "check", "metrics"],
+        input=page,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return (proc.stdout + proc.stderr).strip() if proc.returncode else ""
+
+
 def pikit_status(site: Site, *extra: str) -> tuple[int, dict[str, Any]]:
     proc = subprocess.run(
         [REPO / ".venv/bin/pikit", "status", "-i", site.inventory, "--json", "--silent-after", "20", *extra],
@@ -674,6 +732,87 @@ def test_e_bad_input_and_a_late_device(site: Site) -> None:
     wait_for("the late readings", lambda: not compare_late(model.late, site.values("sensor-late")), 120)
     assert sorted(r.seq for r in model.late) == [31, 32, 33, 34, 35]
     assert model.duplicates >= 3
+
+
+REFUSED_WITHIN_S = 60  # issue 34: a revoked device is refused by every broker within a minute
+
+
+def test_r_a_stolen_device_revoked_while_it_sends_then_restored(site: Site) -> None:
+    """(r) One device revoked while its agent keeps sending: every broker refuses it within a
+    minute, no broker or app restarts, the other device goes on without a gap; a record signed
+    with its stolen key and written through another certificate is a dead letter `revoked`;
+    pikit status and certs.yml say so. Restored, its agent's spool drains and is counted."""
+    device, other = EDGES
+    units = {node: restarts(node, "kafka") for node in BROKERS} | {MASTER: restarts(MASTER, APP_UNIT)}
+    started = time.time()
+    site.playbook("edge-revoke.yml", "revoke.log", "-e", f"device={device}")
+    took = time.time() - started
+    record = json.loads((site.state / "revoked-devices.json").read_text())[device]
+    fence = {int(p): int(o) for p, o in record["fence"].items()}
+    # The agent keeps trying: its sends are refused for their authorization, and it keeps them.
+    wait_for(
+        f"{device}'s agent refused by the brokers",
+        lambda: (
+            "TopicAuthorizationFailed"
+            in sh(device, f"journalctl -u edge-agent --since @{int(started)} --no-pager")
+        ),
+        120,
+    )
+    records = read_to_end("sensor-readings", **site.client())
+    mine = [r for r in records if r.key == device.encode()]
+    assert not [r for r in mine if r.offset >= fence.get(r.partition, 0)], "the device wrote past its fence"
+    last = max(r.timestamp for r in mine) / 1000
+    print(
+        f"[r] edge-revoke.yml took {took:.0f} s; {device}'s last record {last - started:.0f} s after it began"
+    )
+    assert last - started <= REFUSED_WITHIN_S
+
+    # Its key, stolen with it, signs a record that another certificate (the suite's) writes.
+    ts = time.time()
+    forged = encode_batch(device, [Reading(device, 10**12, "simulated", "temperature", 21.0, "C", ts)])
+    site.produce([(device, forged)], signed_as=device)
+    revoked = f"{signing.REVOKED} (signer: {device})"
+
+    def dead_letter_reason() -> str | None:
+        found = [r for r in read_to_end("sensor-dead-letter", **site.client()) if r.value == forged]
+        return dict(found[0].headers)["reason"].decode() if found else None
+
+    assert wait_for("the forged record's dead letter", dead_letter_reason, 120) == revoked
+    _, status = pikit_status(site)
+    shown = {a["name"]: a["details"] for a in status["agents"]}
+    assert shown[device].get("revoked") == record["revoked_at"], shown
+    certs = site.playbook("certs.yml", "certs-revoked.log")
+    assert f"revoked {record['revoked_at']}" in certs
+    ends = read_ends(site)
+    site.revocations.append((device, fence, ends))
+    restoring = time.time()
+    site.playbook("edge-revoke.yml", "restore.log", "-e", f"device={device}", "-e", "revoked=false")
+    wait_for(f"{device}'s readings after its restore", lambda: after(site, restoring, [device]), 180)
+    print(f"[r] {device} writes again {time.time() - restoring:.0f} s after the restore started")
+    # Seen from the other device: readings all along, with no gap longer than a few of its rounds.
+    theirs = sorted(
+        r.timestamp / 1000
+        for r in read_to_end("sensor-readings", **site.client())
+        if r.key == other.encode() and r.timestamp / 1000 >= started
+    )
+    gaps = [b - a for a, b in itertools.pairwise(theirs)]
+    print(f"[r] {other}: {len(theirs)} records from revocation to restore, longest gap {max(gaps):.1f} s")
+    assert max(gaps) < 15
+    assert units == {node: restarts(node, "kafka") for node in BROKERS} | {MASTER: restarts(MASTER, APP_UNIT)}
+    judge(site, "r: a device revoked, then restored")
+    assert forged in site.readings()[1]
+    wait_for("no outage alert", lambda: not outage_alerts(), 180)
+
+
+def read_ends(site: Site) -> dict[int, int]:
+    consumer = KafkaConsumer(**site.client())
+    try:
+        parts = [
+            TopicPartition("sensor-readings", p) for p in consumer.partitions_for_topic("sensor-readings")
+        ]
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
 
 
 def test_a_one_broker_then_all_brokers_down_for_90_s(site: Site) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.polling import wait_for
@@ -243,12 +245,14 @@ def test_an_unknown_operation_is_named(broker: str) -> None:
 
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBroker, Path, Path]]:
-    """A broker with an mTLS listener (the admin, CN=bench, a super user) and a SASL_SSL one."""
+    """A broker with an mTLS listener (the admin, CN=bench, a super user) and a SASL_SSL one.
+    Beside the admin's bundle, a device's: edge-9.pem, CN=edge-9, no rights of its own."""
     work = tmp_path_factory.mktemp("kafka-sasl")
-    ca_key, key = new_key(), new_key()
+    ca_key, key, device_key = new_key(), new_key(), new_key()
     ca, bundle = work / "ca.crt", work / "bench.pem"
     ca.write_bytes(pem(None, certificate("it CA", ca_key, "it CA", ca_key, ca=True)))
     bundle.write_bytes(pem(key, certificate("bench", key, "it CA", ca_key, ip="127.0.0.1")))
+    (work / "edge-9.pem").write_bytes(pem(device_key, certificate("edge-9", device_key, "it CA", ca_key)))
     local = LocalBroker(work / "kafka", tls=(bundle, ca), sasl=True, short_lived=True)
     local.start()
     yield local, ca, bundle
@@ -284,3 +288,58 @@ def test_scram_users_are_created_kept_and_reset_when_their_password_changes(
     unlisted = kafka_admin.run(base, check=False)
     assert not unlisted["changed"]
     assert unlisted["drift"] == ["SCRAM user dashboard is not in kafka_scram_users (left alone)"]
+
+
+def test_a_revoked_device_is_refused_without_a_restart_and_restored(
+    sasl_broker: tuple[LocalBroker, Path, Path],
+) -> None:
+    """The kit owns its devices' ACLs whole: revoking takes the allow back (without
+    remove_extra_acls) and adds the deny; the run returns once the broker applied them, and the
+    device's next send is refused. Restoring lets it write again; end_offsets gives the fence."""
+    local, ca, bundle = sasl_broker
+    base = params(local.address, security_protocol="SSL", ssl_cafile=str(ca), ssl_certfile=str(bundle))
+    device, topic = "User:CN=edge-9", "it-revoke"
+    allow = {
+        "principal": device,
+        "resource_type": "topic",
+        "resource_name": topic,
+        "operations": ["write", "describe"],
+    }
+    deny = {
+        "principal": device,
+        "resource_type": "topic",
+        "resource_name": "*",
+        "operations": ["all"],
+        "permission": "deny",
+    }
+    topics = [{"name": topic, "partitions": 2, "replication_factor": 1}]
+    kafka_admin.run({**base, "topics": topics, "acls": [allow], "wait_timeout": 30}, check=False)
+    as_device = {
+        "bootstrap_servers": [local.address],
+        "security_protocol": "SSL",
+        "ssl_cafile": str(ca),
+        "ssl_certfile": str(bundle.parent / "edge-9.pem"),
+    }
+
+    def sends() -> bool:
+        producer = KafkaProducer(**as_device, acks="all", max_block_ms=10000, retries=0)
+        try:
+            producer.send(topic, b"reading").get(timeout=15)
+            return True
+        except TopicAuthorizationFailedError:
+            return False
+        finally:
+            producer.close(timeout=5)
+
+    assert sends()
+    owned = {"owned_principals": [device], "wait_timeout": 30}
+    revoked = kafka_admin.run({**base, "acls": [deny], **owned}, check=False)
+    assert sorted(c.split(" ACL ")[0] for c in revoked["changes"]) == ["add"] + ["remove"] * 2
+    assert revoked["propagated_s"] < 30
+    assert not sends()
+    ends = kafka_admin.run({**base, "action": "end_offsets", "topic": topic}, check=False)["end_offsets"]
+    assert sorted(ends) == ["0", "1"] and sum(ends.values()) == 1  # the one reading sent
+    restored = kafka_admin.run({**base, "acls": [allow], **owned}, check=False)
+    assert any(c.startswith("remove ACL ('User:CN=edge-9', 'TOPIC', '*'") for c in restored["changes"])
+    assert sends()
+    assert settled({**base, "acls": [allow], **owned})["changed"] is False

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from pikit_testkit.certs import certificate, new_key, pem
 
+from pikit import revocation
 from pikit.certs import inventory, main
 from tests.conftest import run_playbook
 
@@ -61,6 +62,26 @@ def test_an_expired_certificate_fails_the_report(pki: Path, capsys: pytest.Captu
     (pki / "clients/old.crt").write_bytes(pem(None, expired))
     assert inventory(pki, 30)[0].status == "expired"
     assert main(["--pki", str(pki)]) == 1
+
+
+def test_a_revoked_devices_certificate_says_so_and_asks_for_nothing(
+    pki: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = pki.parent / "revoked-devices.json"
+    revocation.revoke(record, "edge-1", pki / "issued/edge-1-edge-agent.crt")
+    when = revocation.load(record)["edge-1"].revoked_at
+    later = datetime.now(UTC) + timedelta(days=20)  # past its expiry: revoked, not expired
+    found = {c.subject: c.status for c in inventory(pki, 30, now=later, revoked=revocation.load(record))}
+    assert found["edge-1"] == f"revoked {when}"
+    assert main(["--pki", str(pki)]) == 0
+    assert f"revoked {when}" in capsys.readouterr().out
+    # A certificate issued to the same name after the revocation is not the one revoked.
+    ca_key = new_key()
+    (pki / "issued/edge-1-edge-agent.crt").write_bytes(
+        pem(None, certificate("edge-1", new_key(), "lab CA", ca_key, days=400))
+    )
+    reissued = inventory(pki, 30, revoked=revocation.load(record))
+    assert {c.subject: c.status for c in reissued}["edge-1"] == "ok"
 
 
 def test_a_directory_without_a_ca_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

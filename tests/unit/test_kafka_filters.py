@@ -124,6 +124,29 @@ def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> No
     assert len(acls) == len(as_text)
 
 
+def test_a_revoked_device_loses_its_allow_and_is_denied_every_topic() -> None:
+    acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates"], ["edge-2"])
+    mine = [a for a in acls if a["principal"] == "User:edge-2"]
+    assert mine == [
+        {
+            "principal": "User:edge-2",
+            "resource_type": "topic",
+            "resource_name": "*",
+            "operations": ["all"],
+            "permission": "deny",
+        }
+    ]
+    assert {
+        "principal": "User:edge-1",
+        "resource_type": "topic",
+        "resource_name": "readings",
+        "operations": ["write", "describe"],
+    } in acls
+    # A revoked device that is no longer a host (taken out of the inventory) stays denied.
+    gone = load().kafka_default_acls(["edge-1"], "spark", "readings", [], ["edge-9"])
+    assert [a["principal"] for a in gone if a.get("permission") == "deny"] == ["User:edge-9"]
+
+
 PORTS = {"client": 9092, "internal": 9094, "controller": 9093, "sasl": 0, "plaintext": 0}
 
 

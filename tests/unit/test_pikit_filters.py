@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 from tests.conftest import load_filter_plugin
@@ -32,6 +33,26 @@ def test_device_signing_keys_are_the_agents_own_derivation() -> None:
     keys = load().pikit_device_signing_keys("s3cret", ["edge-2", "edge-1", "edge-2"])
     assert list(keys) == ["edge-1", "edge-2"]
     assert keys["edge-1"] == device_key(b"s3cret", "edge-1").hex() != keys["edge-2"]
+
+
+def test_the_keyring_holds_every_key_and_only_the_fences_already_set(tmp_path: Path) -> None:
+    from edge_agent.signing import Keyring, device_key
+
+    from pikit import revocation
+
+    record = tmp_path / "revoked-devices.json"
+    assert load().pikit_revocations(str(record)) == {}  # none made yet
+    revocation.revoke(record, "edge-2", None)
+    revocation.revoke(record, "edge-3", None)
+    revocation.set_fence(record, "edge-2", {"0": 10, "1": 7})
+    revoked = load().pikit_revocations(str(record))
+    assert revoked["edge-2"]["fence"] == {"0": 10, "1": 7}
+    assert revoked["edge-3"]["fence"] is None
+    ring = Keyring.from_json(load().pikit_device_keyring("s3cret", ["edge-1", "edge-2"], revoked))
+    # edge-3 is no host any more: its key stays for what it wrote before it was revoked.
+    assert sorted(ring.keys) == ["edge-1", "edge-2", "edge-3"]
+    assert ring.keys["edge-2"] == device_key(b"s3cret", "edge-2")
+    assert ring.revoked == {"edge-2": {0: 10, 1: 7}}  # edge-3's fence is pending: the brokers' deny only
 
 
 def test_packages_missing_are_those_dpkg_does_not_list_as_installed() -> None:

@@ -9,7 +9,7 @@ PAGE = """# HELP kafka_log_size Attribute exposed for management
 kafka_log_size{partition="0",topic="sensor-readings"} 1965.0
 kafka_log_size{partition="1",topic="sensor-readings"} 2.5E3
 kafka_raft_state{state="leader"} 1.0
-kafka_raft_election_latency_avg NaN
+kafka_raft_election_latency_avg_seconds NaN
 jvm_info{runtime="OpenJDK \\"17\\"",vendor="a,b"} 1
 edge_agent_spool_bytes 42 1700000000000
 """
@@ -21,7 +21,7 @@ def test_samples_with_labels_exponents_and_timestamps() -> None:
     assert value(samples, "kafka_log_size", partition="1") == 2500.0
     assert values(samples, "kafka_log_size", topic="sensor-readings") == [1965.0, 2500.0]
     assert value(samples, "edge_agent_spool_bytes") == 42.0
-    assert math.isnan(value(samples, "kafka_raft_election_latency_avg") or 0.0)
+    assert math.isnan(value(samples, "kafka_raft_election_latency_avg_seconds") or 0.0)
 
 
 def test_escaped_quotes_and_commas_inside_label_values() -> None:

@@ -92,14 +92,27 @@ def kafka_restart_order(controllers: list[str], brokers: list[str], active_contr
 
 
 def kafka_default_acls(
-    edge_principals: list[str], spark_principal: str, readings_topic: str, output_topics: list[str]
+    edge_principals: list[str],
+    spark_principal: str,
+    readings_topic: str,
+    output_topics: list[str],
+    revoked: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The pipeline's ACLs: devices write the readings topic; the Spark apps read it, write and read
     their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `pikit-spark-*`
-    (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink)."""
+    (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink).
+
+    A `revoked` device (playbooks/edge-revoke.yml) loses its allow and is denied every topic: a
+    deny wins over any allow, an ACL a site added by hand included, and the brokers check ACLs on
+    every request, so it is refused without a restart."""
 
     def acl(
-        principal: str, kind: str, name: str, operations: list[str], prefixed: bool = False
+        principal: str,
+        kind: str,
+        name: str,
+        operations: list[str],
+        prefixed: bool = False,
+        permission: str = "allow",
     ) -> dict[str, Any]:
         out: dict[str, Any] = {
             "principal": f"User:{principal}",
@@ -109,11 +122,19 @@ def kafka_default_acls(
         }
         if prefixed:
             out["pattern_type"] = "prefixed"
+        if permission != "allow":
+            out["permission"] = permission
         return out
 
     spark = spark_principal
+    shut_out = sorted(set(revoked or []))
     return [
-        *(acl(device, "topic", readings_topic, ["write", "describe"]) for device in edge_principals),
+        *(
+            acl(device, "topic", readings_topic, ["write", "describe"])
+            for device in edge_principals
+            if device not in shut_out
+        ),
+        *(acl(device, "topic", "*", ["all"], permission="deny") for device in shut_out),
         acl(spark, "topic", readings_topic, ["read", "describe"]),
         *(acl(spark, "topic", topic, ["write", "describe", "read"]) for topic in output_topics),
         acl(spark, "group", "spark-kafka-", ["read", "describe"], prefixed=True),

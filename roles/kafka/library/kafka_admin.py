@@ -19,7 +19,9 @@ short_description: Reconcile Kafka topics and ACLs; report or wait for cluster h
 description:
   - C(action=reconcile) creates missing topics, raises partition counts, sets the listed topic
     configs (incrementally), and reports drift it will not fix (replication factor, fewer partitions).
-    It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed.
+    It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed; the ACLs of
+    I(owned_principals) are exactly those listed, whatever I(remove_extra_acls) says (a device's
+    allow is taken back and its deny removed when the kit revokes or restores it).
     It creates the listed SCRAM-SHA-512 users and resets a user's password when a login with the
     listed one fails on I(sasl_bootstrap_servers); users it does not list are reported as drift.
   - C(action=health) reports under-replicated and offline partitions, registered brokers and the
@@ -39,7 +41,7 @@ description:
 options:
   action:
     type: str
-    choices: [reconcile, health, features, rebalance, throttle]
+    choices: [reconcile, health, features, rebalance, throttle, end_offsets]
     default: reconcile
     description: What to do.
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
@@ -49,6 +51,11 @@ options:
   topics: {type: list, elements: dict, default: [], description: Desired topics.}
   acls: {type: list, elements: dict, default: [], description: Desired ACLs.}
   remove_extra_acls: {type: bool, default: false, description: Delete ACLs that are not listed.}
+  owned_principals:
+    type: list
+    elements: str
+    default: []
+    description: Principals whose ACLs the kit owns whole (its devices); their unlisted ACLs are deleted.
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
   expect_voters: {type: list, elements: int, default: [], description: Health needs exactly these voters.}
@@ -64,6 +71,7 @@ options:
   feature_levels: {type: dict, default: {}, description: "Feature levels to raise to, {name: level}."}
   serving_brokers: {type: list, elements: int, default: [], description: Ids of the brokers to hold replicas.}
   throttle_bytes: {type: int, default: 0, description: Replication throttle while partitions move (bytes/s).}
+  topic: {type: str, default: "", description: The topic of action=end_offsets.}
 author: pikit
 """
 
@@ -73,10 +81,12 @@ drift: {description: Differences left alone, type: list, returned: always}
 health: {description: The health report, type: dict, returned: when action=health}
 features: {description: "Finalized levels after, {name: level}", type: dict, returned: when action=features}
 features_before: {description: Finalized levels before the run, type: dict, returned: when action=features}
+propagated_s: {description: Seconds until every broker applied the ACLs, type: float, returned: when waited}
+end_offsets: {description: "{partition: end offset}", type: dict, returned: when action=end_offsets}
 """
 
 try:
-    from kafka import TopicPartition
+    from kafka import KafkaConsumer, TopicPartition
     from kafka.admin import (
         ACL,
         ACLFilter,
@@ -182,7 +192,11 @@ def _all_acls_filter() -> Any:
 
 
 def reconcile_acls(
-    admin: Any, acls: list[dict[str, Any]], remove_extra: bool, check: bool
+    admin: Any,
+    acls: list[dict[str, Any]],
+    remove_extra: bool,
+    check: bool,
+    owned: frozenset[str] = frozenset(),
 ) -> tuple[list[str], list[str]]:
     changes: list[str] = []
     drift: list[str] = []
@@ -197,7 +211,7 @@ def reconcile_acls(
             if result["failed"]:
                 raise RuntimeError(f"creating ACLs failed: {result['failed']}")
     for key in extra:
-        if not remove_extra:
+        if not (remove_extra or key[0] in owned):
             drift.append(f"ACL not in the inventory (kept; set kafka_acls_remove_extra): {key}")
             continue
         changes.append(f"remove ACL {key}")
@@ -217,6 +231,39 @@ def reconcile_acls(
                 ]
             )
     return changes, drift
+
+
+def wait_applied(admin: Any, timeout: float) -> float:
+    """Seconds until every voter and observer (each broker) of the metadata quorum has the log up
+    to the high watermark seen now, that is every change made before this call."""
+    started = time.monotonic()
+    target = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]["high_watermark"]
+    while True:
+        quorum = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
+        behind = sorted(
+            r["replica_id"]
+            for r in quorum["current_voters"] + quorum.get("observers", [])
+            if r["log_end_offset"] < target
+        )
+        if not behind:
+            return round(time.monotonic() - started, 2)
+        if time.monotonic() - started >= timeout:
+            raise RuntimeError(
+                f"nodes {behind} did not apply the metadata log up to {target} within {timeout:.0f}s"
+            )
+        time.sleep(0.5)
+
+
+def end_offsets(params: dict[str, Any]) -> dict[str, int]:
+    consumer = KafkaConsumer(**_client_options(params))
+    try:
+        topic = params["topic"]
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not parts:
+            raise RuntimeError(f"topic {params['topic']} has no partitions (does it exist?)")
+        return {str(tp.partition): offset for tp, offset in sorted(consumer.end_offsets(parts).items())}
+    finally:
+        consumer.close()
 
 
 def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
@@ -538,7 +585,7 @@ def rebalance(
     return result
 
 
-def connect(params: dict[str, Any]) -> Any:
+def _client_options(params: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {
         "bootstrap_servers": params["bootstrap_servers"],
         "security_protocol": params["security_protocol"],
@@ -548,7 +595,11 @@ def connect(params: dict[str, Any]) -> Any:
         options.update(
             ssl_cafile=params["ssl_cafile"], ssl_certfile=params["ssl_certfile"], ssl_check_hostname=True
         )
-    return KafkaAdminClient(**options)
+    return options
+
+
+def connect(params: dict[str, Any]) -> Any:
+    return KafkaAdminClient(**_client_options(params))
 
 
 def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
@@ -577,6 +628,8 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
                     "failed": params["wait_timeout"] > 0 and not report["healthy"],
                 }
             time.sleep(2)
+    if params["action"] == "end_offsets":
+        return {"changed": False, "end_offsets": end_offsets(params)}
     if params["action"] == "rebalance":
         admin = connect(params)
         try:
@@ -604,21 +657,27 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
     admin = connect(params)
     try:
         changes, drift = reconcile_topics(admin, params["topics"], check)
-        acl_changes, acl_drift = reconcile_acls(admin, params["acls"], params["remove_extra_acls"], check)
+        acl_changes, acl_drift = reconcile_acls(
+            admin, params["acls"], params["remove_extra_acls"], check, frozenset(params["owned_principals"])
+        )
         scram_changes, scram_drift = reconcile_scram(admin, params, check)
+        waited = {}
+        if acl_changes and params["wait_timeout"] and not check:
+            waited["propagated_s"] = wait_applied(admin, params["wait_timeout"])
     finally:
         admin.close()
     return {
         "changed": bool(changes or acl_changes or scram_changes),
         "changes": changes + acl_changes + scram_changes,
         "drift": drift + acl_drift + scram_drift,
+        **waited,
     }
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "action": {
         "type": "str",
-        "choices": ["reconcile", "health", "features", "rebalance", "throttle"],
+        "choices": ["reconcile", "health", "features", "rebalance", "throttle", "end_offsets"],
         "default": "reconcile",
     },
     "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
@@ -628,6 +687,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "topics": {"type": "list", "elements": "dict", "default": []},
     "acls": {"type": "list", "elements": "dict", "default": []},
     "remove_extra_acls": {"type": "bool", "default": False},
+    "owned_principals": {"type": "list", "elements": "str", "default": []},
     "expect_brokers": {"type": "int", "default": 0},
     "max_quorum_lag": {"type": "int", "default": 100},
     "quorum_only": {"type": "bool", "default": False},
@@ -640,6 +700,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "feature_levels": {"type": "dict", "default": {}},
     "serving_brokers": {"type": "list", "elements": "int", "default": []},
     "throttle_bytes": {"type": "int", "default": 0},
+    "topic": {"type": "str", "default": ""},
 }
 
 

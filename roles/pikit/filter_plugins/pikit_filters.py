@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from edge_agent.signing import device_key
+from edge_agent.signing import Keyring, device_key
 
+from pikit import revocation
 from pikit.service_ports import role_defaults
 
 
@@ -24,6 +27,25 @@ def pikit_host_ports(hosts: list[str], hostvars: Mapping[str, Any], port: int) -
 def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]:
     """Each device's signing key (hex), derived from the site secret as edge_agent/signing.py does."""
     return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
+
+
+def pikit_revocations(record: str) -> dict[str, dict[str, Any]]:
+    """The controller's record of revoked devices (pikit/revocation.py), {} when none was made."""
+    return {device: asdict(r) for device, r in revocation.load(Path(record)).items()}
+
+
+def pikit_device_keyring(secret: str, devices: list[str], revocations: Mapping[str, Any]) -> str:
+    """The keyring a Spark app checks records against (edge_agent.signing.Keyring, as JSON): every
+    device's key, a revoked one's too (for what it wrote before its fence), and the fences.
+    A revocation whose fence is still pending is left to the brokers' deny until it has one."""
+    names = sorted(set(devices) | set(revocations))
+    keys = {device: device_key(secret.encode(), device) for device in names}
+    fences = {
+        device: {int(p): int(o) for p, o in r["fence"].items()}
+        for device, r in revocations.items()
+        if r["fence"] is not None  # pending: the next edge-revoke.yml run sets it
+    }
+    return Keyring(keys, fences).to_json()
 
 
 def pikit_packages_missing(packages: list[str], listing: Mapping[str, Any] | None) -> list[str]:
@@ -67,6 +89,8 @@ class FilterModule:
             "pikit_address": pikit_address,
             "pikit_host_ports": pikit_host_ports,
             "pikit_device_signing_keys": pikit_device_signing_keys,
+            "pikit_device_keyring": pikit_device_keyring,
+            "pikit_revocations": pikit_revocations,
             "pikit_packages_missing": pikit_packages_missing,
             "pikit_role_defaults": pikit_role_defaults,
             "pikit_artifacts_missing": pikit_artifacts_missing,

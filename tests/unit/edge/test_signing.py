@@ -58,3 +58,22 @@ def test_the_config_names_the_key_file() -> None:
     assert parse(doc).kafka.signing_key_file == "/k"
     with pytest.raises(ConfigError, match=r"kafka\.signing_key_file: must be str"):
         parse({**doc, "kafka": {"bootstrap_servers": ["h:9092"], "signing_key_file": 1}})
+
+
+def test_a_keyring_round_trips_and_reads_the_flat_form_of_earlier_releases() -> None:
+    keys = {"edge-1": b"\x01" * 32, "edge-2": b"\x02" * 32}
+    ring = signing.Keyring(keys, {"edge-2": {0: 4, 3: 0}})
+    assert signing.Keyring.from_json(ring.to_json()) == ring
+    flat = '{"edge-1": "' + "01" * 32 + '"}'
+    assert signing.Keyring.from_json(flat) == signing.Keyring({"edge-1": b"\x01" * 32})
+
+
+def test_a_revoked_signers_record_at_or_past_its_fence_is_refused_even_when_its_mac_holds() -> None:
+    key = signing.device_key(b"s", "edge-1")
+    good = signing.headers("edge-1", key, b"v")
+    ring = signing.Keyring({"edge-1": key}, {"edge-1": {0: 10}})
+    revoked = f"{signing.REVOKED} (signer: edge-1)"
+    assert signing.verdict(b"v", good, ring, (0, 9)) == (None, "edge-1")
+    assert signing.verdict(b"v", good, ring, (0, 10)) == (revoked, "edge-1")
+    assert signing.verdict(b"v", good, ring, (1, 0)) == (revoked, "edge-1")  # a partition added since
+    assert signing.verdict(b"v", good, {"edge-1": key}, (0, 10)) == (None, "edge-1")

@@ -226,3 +226,38 @@ def test_signatures_agree_with_the_agents_signing_module_reason_for_reason(spark
     # Without keys nothing is checked: every record is read for what it says.
     unchecked = parse(frame.drop("headers"))
     assert ("edge-2", 3) in {(r["device"], r["seq"]) for r in unchecked.readings.collect()}
+
+
+def test_a_revoked_devices_records_from_its_fence_on_are_dead_letters_saying_revoked(
+    spark: SparkSession,
+) -> None:
+    """Below its fence a revoked device's record is read as before (written while trusted); at
+    and past it, and anywhere in a partition the fence does not name, it is a dead letter
+    `revoked`, as edge_agent.signing.verdict says for the same position. Others are untouched."""
+    secret = b"site secret"
+    keys = {d: signing.device_key(secret, d) for d in ("edge-1", "edge-2")}
+    ring = signing.Keyring(keys, {"edge-1": {0: 2, 1: 1}})
+    positions = [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (2, 0)]
+    rows = []
+    expected: dict[tuple[int, int], str | None] = {}
+    for seq, (partition, offset) in enumerate(positions):
+        for device in ("edge-1", "edge-2"):
+            value = batch(device, [reading(seq, T0)])
+            at = offset * 2 + (device == "edge-2")  # both devices in each partition, apart
+            rows.append((b"k", value, signing.headers(device, keys[device], value), "t", partition, at))
+            expected[(partition, at)] = signing.verdict(value, rows[-1][2], ring, (partition, at))[0]
+    frame = spark.createDataFrame(
+        rows,
+        "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, "
+        "partition int, offset long",
+    )
+    parsed = parse(frame, keys=ring)
+    found: dict[tuple[int, int], str | None] = {
+        (r["partition"], r["offset"]): r["reason"] for r in parsed.verdicts.collect()
+    }
+    assert found == expected
+    revoked = f"{signing.REVOKED} (signer: edge-1)"
+    # edge-1 writes the even offsets: from 2 on in partition 0, from 1 on in 1, all of 2.
+    revoked_at = [at for at, why in sorted(found.items()) if why == revoked]
+    assert revoked_at == [(0, 2), (0, 4), (0, 6), (1, 2), (2, 0)]
+    assert all(why is None for (_, at), why in found.items() if at % 2 == 1)  # edge-2, never revoked
