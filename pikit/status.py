@@ -326,6 +326,7 @@ def agent_parts(
     last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
     now = time.time()
     revoked = revocation.load(site.state_dir / "revoked-devices.json")
+    throttled = throttled_devices(site)
     parts = []
     for device in devices:
         part = Part(device)
@@ -347,6 +348,11 @@ def agent_parts(
             )
             if ago > silent_after:
                 part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
+        if device in throttled:
+            part.details["throttled_s"] = round(throttled[device], 3)
+            part.problems.append(
+                f"throttled: past its quota, the brokers delay it {throttled[device]:.1f} s a request"
+            )
         # The pki role keeps a copy of each certificate it issued (issued/<host>-<service>.crt).
         expiry = _certificate_expiry(pki / "issued" / f"{device}-edge-agent.crt")
         if expiry is not None and shut_out is None:
@@ -356,6 +362,33 @@ def agent_parts(
                 part.problems.append(f"certificate expires in {days:.0f} days")
         parts.append(part)
     return parts
+
+
+def throttled_devices(site: Site) -> dict[str, float]:
+    """Per device, the longest average delay a broker gives its produce requests for being past its
+    quota (kafka_user_produce_throttle_time_seconds, from each broker's exporter); only those above 0."""
+    port = int(site.setting("kafka_metrics_port", "kafka"))
+    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    if not port or not brokers:
+        return {}
+
+    def delays(host: str) -> list[tuple[str, float]]:
+        try:
+            samples = scrape(f"http://{site.address(host)}:{port}/metrics", timeout=5)
+        except (urllib.error.URLError, OSError, ValueError):
+            return []  # a broker down is the brokers' part to report
+        return [
+            (s.labels.get("user", ""), s.value)
+            for s in samples
+            if s.name == "kafka_user_produce_throttle_time_seconds"
+        ]
+
+    found: dict[str, float] = {}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for user, delay in (d for page in pool.map(delays, brokers) for d in page):
+            if delay > 0:
+                found[user] = max(found.get(user, 0.0), delay)
+    return found
 
 
 def _last_records(client: dict[str, Any], topic: str, lookback: float) -> dict[str, dict[str, Any]]:

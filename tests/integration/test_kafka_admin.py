@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.errors import KafkaTimeoutError, TopicAuthorizationFailedError
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.polling import wait_for
@@ -343,3 +344,77 @@ def test_a_revoked_device_is_refused_without_a_restart_and_restored(
     assert any(c.startswith("remove ACL ('User:CN=edge-9', 'TOPIC', '*'") for c in restored["changes"])
     assert sends()
     assert settled({**base, "acls": [allow], **owned})["changed"] is False
+
+
+def test_device_quotas_are_set_changed_and_removed_and_others_left_alone(broker: str) -> None:
+    """Each listed user's producer quota is set; an owned user's unlisted quota is removed; a quota
+    the kit does not own is drift."""
+    devices = {"User:edge-1", "User:edge-2"}
+    first = kafka_admin.run(
+        params(broker, quotas={"edge-1": 4096, "edge-2": 4096, "ops": 10**6}), check=False
+    )
+    assert sorted(first["changes"]) == [
+        "quota of edge-1: None -> 4096 bytes/s",
+        "quota of edge-2: None -> 4096 bytes/s",
+        "quota of ops: None -> 1e+06 bytes/s",
+    ]
+    owned = {"owned_principals": sorted(devices)}
+    again = settled(params(broker, quotas={"edge-1": 4096, "edge-2": 4096, "ops": 10**6}, **owned))
+    assert again["changed"] is False
+    changed = kafka_admin.run(params(broker, quotas={"edge-1": 8192}, **owned), check=False)
+    assert sorted(changed["changes"]) == [
+        "quota of edge-1: 4096.0 -> 8192 bytes/s",
+        "quota of edge-2: 4096 bytes/s removed",
+    ]
+    assert changed["drift"] == ["quota of ops (1e+06 bytes/s) is not the kit's (left alone)"]
+    final = settled(params(broker, quotas={"edge-1": 8192}, **owned))
+    assert not final["changed"]
+
+
+def test_a_device_flooding_at_many_times_its_quota_is_held_near_it(
+    sasl_broker: tuple[LocalBroker, Path, Path],
+) -> None:
+    """A device that sends as fast as it can is slowed by the broker to about its quota: what the
+    broker acknowledged over 20 s, against the quota times 20 s (Kafka lets a burst through before
+    the throttle, so the bound is loose; unthrottled, this producer sends hundreds of times more)."""
+    local, ca, bundle = sasl_broker
+    base = params(local.address, security_protocol="SSL", ssl_cafile=str(ca), ssl_certfile=str(bundle))
+    quota, topic = 8192, "it-flood"
+    allow = {
+        "principal": "User:CN=edge-9",
+        "resource_type": "topic",
+        "resource_name": topic,
+        "operations": ["write", "describe"],
+    }
+    topics = [{"name": topic, "partitions": 1, "replication_factor": 1}]
+    kafka_admin.run({**base, "topics": topics, "acls": [allow], "quotas": {"CN=edge-9": quota}}, check=False)
+    producer = KafkaProducer(
+        bootstrap_servers=[local.address],
+        security_protocol="SSL",
+        ssl_cafile=str(ca),
+        ssl_certfile=str(bundle.parent / "edge-9.pem"),
+        acks="all",
+        linger_ms=5,
+    )
+    acked = 0
+    record = b"x" * 1000
+
+    def counted(_: Any) -> None:
+        nonlocal acked
+        acked += len(record)
+
+    started = time.monotonic()
+    while time.monotonic() - started < 20:
+        producer.send(topic, record).add_callback(counted)
+        time.sleep(0.0005)
+    elapsed = time.monotonic() - started
+    throttled = max(group.get("throttle-time-max", 0.0) for group in producer.metrics().values())
+    rate = acked / elapsed
+    with contextlib.suppress(KafkaTimeoutError):  # what still waits in its buffer is dropped
+        producer.close(timeout=1)
+    print(
+        f"flood: {acked} bytes acknowledged in {elapsed:.0f} s, {rate:.0f} B/s against a quota of {quota}; "
+        f"longest throttle {throttled:.0f} ms"
+    )
+    assert throttled > 0
+    assert rate < 3 * quota

@@ -219,3 +219,11 @@ def test_voters_known_by_their_id_alone_are_left_as_they_are() -> None:
     must not look replaced (the kafka/quorum scenario's conversion removed two of three)."""
     controllers = _controllers(p1="A", p2="B", p3="C")
     assert filters.kafka_voter_plan(controllers, {"1": "", "2": "", "3": ""}) == {"remove": [], "add": []}
+
+
+def test_each_device_gets_its_quota_an_override_or_none() -> None:
+    quotas = load().kafka_device_quotas(["edge-1", "edge-2", "edge-3"], 16384, {"edge-2": 65536, "edge-3": 0})
+    assert quotas == {"edge-1": 16384, "edge-2": 65536}
+    assert load().kafka_device_quotas(["edge-1"], 0, {}) == {}
+    with pytest.raises(ValueError, match="kafka_device_quota_overrides names edge-9, not a device"):
+        load().kafka_device_quotas(["edge-1"], 16384, {"edge-9": 1})

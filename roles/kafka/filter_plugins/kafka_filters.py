@@ -143,6 +143,19 @@ def kafka_default_acls(
     ]
 
 
+def kafka_device_quotas(devices: list[str], default: int, overrides: dict[str, int]) -> dict[str, int]:
+    """Each device's producer quota in bytes per second per broker: its override, else the default;
+    a device whose quota is 0 has none."""
+    unknown = sorted(set(overrides) - set(devices))
+    if unknown:
+        raise ValueError(
+            f"kafka_device_quota_overrides names {', '.join(unknown)}, not a device of this site "
+            "(a host of the edge group or one of pikit_device_signing_extra)"
+        )
+    quotas = {device: int(overrides.get(device, default)) for device in sorted(set(devices))}
+    return {device: rate for device, rate in quotas.items() if rate > 0}
+
+
 def kafka_voter_plan(
     controllers: list[dict[str, Any]], voter_dirs: dict[str, str] | None
 ) -> dict[str, list[str]]:
@@ -177,5 +190,6 @@ class FilterModule:
             "kafka_listeners": kafka_listeners,
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,
+            "kafka_device_quotas": kafka_device_quotas,
             "kafka_voter_plan": kafka_voter_plan,
         }

@@ -22,6 +22,9 @@ description:
     It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed; the ACLs of
     I(owned_principals) are exactly those listed, whatever I(remove_extra_acls) says (a device's
     allow is taken back and its deny removed when the kit revokes or restores it).
+    It sets each listed user's client quota, I(quotas) (bytes per second that the user may produce to
+    each broker), and removes the quota of an I(owned_principals) user it does not list; the quotas of
+    other users are reported as drift.
     It creates the listed SCRAM-SHA-512 users and resets a user's password when a login with the
     listed one fails on I(sasl_bootstrap_servers); users it does not list are reported as drift.
   - C(action=health) reports under-replicated and offline partitions, registered brokers and the
@@ -55,7 +58,11 @@ options:
     type: list
     elements: str
     default: []
-    description: Principals whose ACLs the kit owns whole (its devices); their unlisted ACLs are deleted.
+    description: Principals whose ACLs and quotas the kit owns whole (its devices); the unlisted go.
+  quotas:
+    type: dict
+    default: {}
+    description: "Producer quotas, {user name: bytes per second per broker} (a principal without `User:`)."
   expect_brokers: {type: int, default: 0, description: Health needs at least this many brokers.}
   max_quorum_lag: {type: int, default: 100, description: Largest voter lag (records) counted healthy.}
   expect_voters: {type: list, elements: int, default: [], description: Health needs exactly these voters.}
@@ -105,6 +112,7 @@ try:
         UserScramCredentialUpsertion,
     )
     from kafka.errors import KafkaError
+    from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
     HAS_KAFKA = True
 except ImportError:  # reported by main() through fail_json
@@ -264,6 +272,71 @@ def end_offsets(params: dict[str, Any]) -> dict[str, int]:
         return {str(tp.partition): offset for tp, offset in sorted(consumer.end_offsets(parts).items())}
     finally:
         consumer.close()
+
+
+PRODUCE_QUOTA = "producer_byte_rate"
+
+
+def _quota_call(admin: Any, request: Any) -> Any:
+    """Send one request through the admin client's connection manager (kafka-python has no quota
+    API of its own), and raise the broker's error."""
+
+    async def call() -> Any:
+        return await admin._manager.send(request)
+
+    response = admin._manager.run(call)
+    for entry in [response, *(getattr(response, "entries", None) or [])]:
+        if getattr(entry, "error_code", 0):
+            raise RuntimeError(f"{type(request).__name__}: {entry.error_message or entry.error_code}")
+    return response
+
+
+def user_quotas(admin: Any) -> dict[str, float]:
+    """Every user's own producer quota (entities of a user alone, not of a user with a client id)."""
+    component = DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=2, match=None)
+    response = _quota_call(admin, DescribeClientQuotasRequest(components=[component], strict=True))
+    found = {}
+    for entry in response.entries or []:
+        [entity] = entry.entity
+        rate = next((v.value for v in entry.values if v.key == PRODUCE_QUOTA), None)
+        if entity.entity_name is not None and rate is not None:
+            found[entity.entity_name] = rate
+    return found
+
+
+def reconcile_quotas(
+    admin: Any, quotas: dict[str, float], owned: frozenset[str], check: bool
+) -> tuple[list[str], list[str]]:
+    existing = user_quotas(admin)
+    users = {principal.removeprefix("User:") for principal in owned}
+    changes: list[str] = []
+    drift: list[str] = []
+    ops: list[tuple[str, float | None]] = []
+    for user, rate in sorted(quotas.items()):
+        if existing.get(user) != float(rate):
+            changes.append(f"quota of {user}: {existing.get(user)} -> {float(rate):g} bytes/s")
+            ops.append((user, float(rate)))
+    for user in sorted(set(existing) - set(quotas)):
+        if user in users:
+            changes.append(f"quota of {user}: {existing[user]:g} bytes/s removed")
+            ops.append((user, None))
+        else:
+            drift.append(f"quota of {user} ({existing[user]:g} bytes/s) is not the kit's (left alone)")
+    if ops and not check:
+        entry, entity, op = (
+            AlterClientQuotasRequest.EntryData,
+            AlterClientQuotasRequest.EntryData.EntityData,
+            AlterClientQuotasRequest.EntryData.OpData,
+        )
+        entries = [
+            entry(
+                entity=[entity(entity_type="user", entity_name=user)],
+                ops=[op(key=PRODUCE_QUOTA, value=rate or 0.0, remove=rate is None)],
+            )
+            for user, rate in ops
+        ]
+        _quota_call(admin, AlterClientQuotasRequest(entries=entries, validate_only=False))
+    return changes, drift
 
 
 def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
@@ -661,6 +734,11 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             admin, params["acls"], params["remove_extra_acls"], check, frozenset(params["owned_principals"])
         )
         scram_changes, scram_drift = reconcile_scram(admin, params, check)
+        quota_changes, quota_drift = reconcile_quotas(
+            admin, params["quotas"], frozenset(params["owned_principals"]), check
+        )
+        scram_changes += quota_changes
+        scram_drift += quota_drift
         waited = {}
         if acl_changes and params["wait_timeout"] and not check:
             waited["propagated_s"] = wait_applied(admin, params["wait_timeout"])
@@ -688,6 +766,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "acls": {"type": "list", "elements": "dict", "default": []},
     "remove_extra_acls": {"type": "bool", "default": False},
     "owned_principals": {"type": "list", "elements": "str", "default": []},
+    "quotas": {"type": "dict", "default": {}},
     "expect_brokers": {"type": "int", "default": 0},
     "max_quorum_lag": {"type": "int", "default": 100},
     "quorum_only": {"type": "bool", "default": False},
