@@ -190,10 +190,16 @@ def agent_settings(config: Path) -> tuple[str, str, list[str]]:
     configuration: its unit needs them."""
     try:
         doc = tomllib.loads(config.read_text())
-        devices = device_nodes(doc.get("sensors", []))
-        return str(doc["spool"]["directory"]), str(doc["device_id"]), devices
-    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
+        settings = str(doc["spool"]["directory"]), str(doc["device_id"])
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
         raise FlashError(f"--config {config}: spool.directory or device_id is not readable ({exc})") from None
+    sensors = doc.get("sensors", [])
+    if not isinstance(sensors, list):
+        raise FlashError(f"--config {config}: sensors must be an array of tables ([[sensors]])")
+    for i, table in enumerate(sensors):
+        if not isinstance(table, dict):
+            raise FlashError(f"--config {config}: sensors[{i}] must be a table ([[sensors]]), not {table!r}")
+    return *settings, device_nodes(sensors)
 
 
 def unit(spool_dir: str, device_id: str, devices: list[str]) -> str:

@@ -22,7 +22,11 @@ this one converged lab:
   agent drains), a stall fails it. Three faults here (SHORT_SEED): a broker's disk filled to its
   guard, the driver killed inside its sink's commit, and one broker killed; at least 30 in make
   test-ops, from a new seed each run;
+- (r) one device revoked while its agent keeps sending: refused by every broker within a minute,
+  a record signed with its stolen key dead-lettered `revoked`; restored, its spool is counted;
 - (k, make test-ops) one broker frozen (SIGSTOP) for 90 s: both apps keep committing throughout;
+- (q, make test-ops) a device's certificate floods at 20 times its quota: held to it, named
+  throttled, and the other device's latency within 10 % of the five minutes before;
 - (i, make test-ops) the aggregating driver frozen whole: QueryStalled names it, its
   watchdog restarts it; (j, make test-ops) an agent frozen whole, restarted by its watchdog.
 
@@ -49,6 +53,7 @@ import random
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import time
 import urllib.error
@@ -56,6 +61,7 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -1011,6 +1017,104 @@ def test_n_a_short_nemesis(site: Site) -> None:
 def test_n_a_long_nemesis(site: Site) -> None:
     """At least 30 faults (30 took 47 minutes on 2 cores), every kind of fault among them; make test-ops."""
     run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "30")), 180, "n, long")
+
+
+FLOOD_TIMES = 20  # issue 34: a device offering 20 times its quota
+FLOOD_PHASE_S = 300  # five windows with the flood, five without
+_FLOOD = """
+import json, os, sys, time
+from kafka import KafkaProducer
+servers, rate, seconds = sys.argv[1].split(","), int(sys.argv[2]), float(sys.argv[3])
+tls = "/etc/edge-agent/tls"
+producer = KafkaProducer(bootstrap_servers=servers, security_protocol="SSL", ssl_cafile=tls + "/ca.crt",
+                         ssl_certfile=tls + "/edge-agent.pem", acks="all", linger_ms=20)
+record = b"flood " + os.urandom(994)  # not JSON: a dead letter, for its contract reason
+acked, offered, started = [0], 0, time.monotonic()
+def done(_):
+    acked[0] += len(record)
+while time.monotonic() - started < seconds:
+    while offered < rate * (time.monotonic() - started):
+        producer.send("sensor-readings", key=sys.argv[4].encode(), value=record).add_callback(done)
+        offered += len(record)
+    time.sleep(0.01)
+throttle = max(group.get("throttle-time-max", 0.0) for group in producer.metrics().values())
+print(json.dumps({"offered": offered, "acked": acked[0], "seconds": time.monotonic() - started,
+                  "throttle_max_ms": throttle}))
+os._exit(0)  # what waits in the buffer is dropped: a flood needs no goodbye
+"""
+
+
+@pytest.mark.ops
+def test_q_a_device_flooding_at_20_times_its_quota_is_held_to_it(site: Site) -> None:
+    """(q, make test-ops) e2e-edge-1's certificate floods the readings topic at 20 times its
+    producer quota for five minutes, beside its own agent. The brokers hold it to its quota, pikit
+    status names it throttled; e2e-edge-2's windows reach the aggregates within 10 % of the
+    latency they had in the five minutes before."""
+    flooder, other = EDGES
+    quota = int(_LAB_VARS.get("kafka_device_quota_bytes_per_second", 16384))
+    before_start = time.time()
+    time.sleep(FLOOD_PHASE_S)
+    flood_start = time.time()
+    python = re.search(r"path=(\S+)", sh(flooder, "systemctl show -p ExecStart --value edge-agent"))
+    assert python, "the agent's interpreter"
+    brokers = ",".join(f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13))
+    script = site.logs / "flood.py"
+    script.write_text(_FLOOD)
+    subprocess.run(["podman", "cp", str(script), f"{flooder}:/tmp/flood.py"], check=True)
+    named = {}
+
+    def status_names_it() -> bool:
+        _, status = pikit_status(site)
+        problems = {a["name"]: a["problems"] for a in status["agents"]}
+        named.update(problems)
+        return any(p.startswith("throttled") for p in problems.get(flooder, []))
+
+    with ThreadPoolExecutor(1) as pool:
+        flood = pool.submit(
+            sh,
+            flooder,
+            f"{python[1]} /tmp/flood.py {brokers} {FLOOD_TIMES * quota} {FLOOD_PHASE_S} {flooder}",
+        )
+        wait_for("pikit status to name the flooding device throttled", status_names_it, 240, every=10)
+        report = json.loads(flood.result(timeout=FLOOD_PHASE_S + 120).strip().splitlines()[-1])
+    flood_end = time.time()
+    held = report["acked"] / report["seconds"]
+    print(
+        f"[q] offered {report['offered'] / report['seconds']:.0f} B/s ({FLOOD_TIMES}x the quota of {quota}), "
+        f"acknowledged {held:.0f} B/s ({held / quota:.2f}x the quota); longest throttle "
+        f"{report['throttle_max_ms']:.0f} ms; pikit status: {named.get(flooder)}"
+    )
+    assert held <= 1.5 * quota, "held to about its quota (Kafka lets a first burst through)"
+    last_end = int(flood_end) // 60 * 60
+
+    def last_window_out() -> bool:
+        return bool(window_latencies(site, other, last_end, last_end))
+
+    wait_for("the other device's last window of the flood", last_window_out, 300)
+    calm = window_latencies(site, other, before_start + 60, flood_start)
+    flooded = window_latencies(site, other, flood_start + 60, flood_end)
+    assert calm and flooded, f"windows of {other}: {len(calm)} before the flood, {len(flooded)} during it"
+    calm_p50, flooded_p50 = statistics.median(calm), statistics.median(flooded)
+    print(
+        f"[q] {other}: window end -> aggregate in Kafka, median {calm_p50:.1f} s before the flood "
+        f"({len(calm)} aggregates), {flooded_p50:.1f} s during it ({len(flooded)}): "
+        f"{flooded_p50 / calm_p50:.2f}x"
+    )
+    assert flooded_p50 <= 1.1 * calm_p50
+    judge(site, "q: a device flooding at 20 times its quota")
+
+
+def window_latencies(site: Site, device: str, since: float, until: float) -> list[float]:
+    """Seconds from the end of each of the device's windows ending in [since, until] to its
+    aggregate's record in Kafka."""
+    window_s = 60  # sensor_aggregates' window on the lab
+    found = []
+    for record in read_to_end("sensor-aggregates", **site.client()):
+        doc = json.loads(record.value)
+        end = int(doc["window_start"]) + window_s
+        if doc["device"] == device and since <= end <= until:
+            found.append(record.timestamp / 1000 - end)
+    return found
 
 
 @pytest.mark.ops

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from edge_agent.cli import main
-from edge_agent.flash import MARKER, Device, cloud_init_files, unit
+from edge_agent.flash import MARKER, Device, FlashError, agent_settings, cloud_init_files, unit
 
 from edge_agent import unitfile
 from pikit import REPO
@@ -246,3 +247,23 @@ def test_several_agent_releases_in_the_wheels_are_refused(
     err = capsys.readouterr().err
     assert "several agent releases" in err and "0.1.1" in err
     assert not (boot / "firstrun.sh").exists(), "nothing written"
+
+
+@pytest.mark.parametrize(
+    ("sensors", "named"),
+    [
+        ('sensors = ["bme280"]', "sensors[0] must be a table ([[sensors]]), not 'bme280'"),
+        ('sensors = "bme280"', "sensors must be an array of tables"),
+        ("", "spool.directory or device_id is not readable"),
+    ],
+)
+def test_a_config_whose_sensors_are_not_tables_is_refused_by_name(
+    tmp_path: Path, sensors: str, named: str
+) -> None:
+    config = tmp_path / "config.toml"
+    body = (
+        'device_id = "edge-7"\n[spool]\ndirectory = "/srv/spool"\n' if sensors else 'device_id = "edge-7"\n'
+    )
+    config.write_text(f"{sensors}\n{body}")
+    with pytest.raises(FlashError, match=re.escape(named)):
+        agent_settings(config)
