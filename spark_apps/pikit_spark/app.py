@@ -76,15 +76,16 @@ class StreamingApp:
         """Each micro-batch of `frame` (planned with the keyring) to `process` until the query
         ends; exit 1 when it failed. A changed keyring restarts the query, not the app: the next
         batch reads on from the checkpoint, judged by the new keyring."""
+        keyring = self.keyring.read() if self.keyring else None
+        checkpoint = f"{self.checkpoints}/{stream}"
         try:
             while True:
-                keyring = self.keyring.read() if self.keyring else None
-                checkpoint = f"{self.checkpoints}/{stream}"
                 query = start_batches(frame(keyring), process, checkpoint, self.name, self.args)
                 if self.keyring and keyring is not None:
                     self.metrics.keyring(self.keyring.sha1, sorted(keyring.revoked))
                 LOG.info("%s: %s", self.name, what)
-                if not self._until_the_keyring_changes(query):
+                keyring = self._until_a_newer_keyring(query)
+                if keyring is None:
                     break
                 LOG.info("%s: the keyring changed; the query starts again with it", self.name)
         finally:
@@ -93,12 +94,14 @@ class StreamingApp:
             LOG.error("%s failed: %s", query.name, query.exception())
             sys.exit(1)
 
-    def _until_the_keyring_changes(self, query: StreamingQuery) -> bool:
-        """Wait for the query to end (False), or for the keyring to change between two
-        micro-batches, then stop it (True). A batch that a stop interrupts after all is replayed
-        by the next query, and the sink writes each batch once."""
+    def _until_a_newer_keyring(self, query: StreamingQuery) -> Keyring | None:
+        """Wait for the query to end (None), or for a newer keyring between two micro-batches,
+        then stop the query and return the keyring. A batch that a stop interrupts after all is
+        replayed by the next query, and the sink writes each batch once."""
         while not query.awaitTermination(KEYRING_POLL_S):
             if self.keyring and self.keyring.changed() and not query.status["isTriggerActive"]:
-                query.stop()
-                return True
-        return False
+                keyring = self.keyring.newer()
+                if keyring is not None:
+                    query.stop()
+                    return keyring
+        return None

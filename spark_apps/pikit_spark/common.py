@@ -117,6 +117,19 @@ class KeyringFile:
         stamp = self._stat()
         return stamp is not None and stamp != self._stamp
 
+    def newer(self) -> Keyring | None:
+        """The file's keyring when it changed since the last read and reads well; None otherwise.
+        A file that does not read (a hand edit gone wrong) is logged once and left: the app keeps
+        checking against the keyring it holds, and shows that one's SHA-1."""
+        if not self.changed():
+            return None
+        try:
+            return self.read()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._stamp = self._stat()
+            LOG.error("%s: not taken (%s); records are checked against the keyring held", self.path, exc)
+            return None
+
     def read(self) -> Keyring:
         stamp = self._stat()
         data = self.path.read_bytes()

@@ -57,6 +57,10 @@ def test_a_rewritten_keyring_restarts_the_query_and_the_stream_goes_on(
     second_sha1 = hashlib.sha1(path.read_bytes()).hexdigest()
     shown = metrics.exposition()
     assert f'sha1="{second_sha1}"' in shown and 'pikit_app_revoked_devices{app="keyring-test"} 1' in shown
+    # A file that does not read is not taken: the query goes on with the keyring it holds.
+    path.write_text('{"keys": {"edge-1": "not hex"}}')
+    time.sleep(4 * app_module.KEYRING_POLL_S)
+    assert len(planned) == 2 and f'sha1="{second_sha1}"' in metrics.exposition()
     [query] = spark.streams.active
     query.stop()
     runner.join(timeout=60)
