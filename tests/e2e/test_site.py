@@ -1055,15 +1055,19 @@ def test_q_a_device_flooding_at_20_times_its_quota_is_held_to_it(site: Site) -> 
     before_start = time.time()
     time.sleep(FLOOD_PHASE_S)
     flood_start = time.time()
-    python = re.search(r"path=(\S+)", sh(flooder, "systemctl show -p ExecStart --value edge-agent"))
-    assert python, "the agent's interpreter"
+    # The agent's own venv (its ExecStart runs the venv's edge-agent script): kafka-python is there.
+    agent = re.search(r"path=(\S+)", sh(flooder, "systemctl show -p ExecStart --value edge-agent"))
+    assert agent, "the agent's ExecStart"
+    python = f"{agent[1].rsplit('/', 1)[0]}/python"
     brokers = ",".join(f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13))
     script = site.logs / "flood.py"
     script.write_text(_FLOOD)
     subprocess.run(["podman", "cp", str(script), f"{flooder}:/tmp/flood.py"], check=True)
-    named = {}
+    named: dict[str, list[str]] = {}
 
     def status_names_it() -> bool:
+        if flood.done():
+            flood.result()  # a flooder that failed says why here, not as a status that never comes
         _, status = pikit_status(site)
         problems = {a["name"]: a["problems"] for a in status["agents"]}
         named.update(problems)
@@ -1073,7 +1077,7 @@ def test_q_a_device_flooding_at_20_times_its_quota_is_held_to_it(site: Site) -> 
         flood = pool.submit(
             sh,
             flooder,
-            f"{python[1]} /tmp/flood.py {brokers} {FLOOD_TIMES * quota} {FLOOD_PHASE_S} {flooder}",
+            f"{python} /tmp/flood.py {brokers} {FLOOD_TIMES * quota} {FLOOD_PHASE_S} {flooder}",
         )
         wait_for("pikit status to name the flooding device throttled", status_names_it, 240, every=10)
         report = json.loads(flood.result(timeout=FLOOD_PHASE_S + 120).strip().splitlines()[-1])
