@@ -1039,7 +1039,7 @@ while time.monotonic() - started < seconds:
     time.sleep(0.01)
 throttle = max(group.get("throttle-time-max", 0.0) for group in producer.metrics().values())
 print(json.dumps({"offered": offered, "acked": acked[0], "seconds": time.monotonic() - started,
-                  "throttle_max_ms": throttle}))
+                  "throttle_max_ms": throttle}), flush=True)
 os._exit(0)  # what waits in the buffer is dropped: a flood needs no goodbye
 """
 
