@@ -98,13 +98,13 @@ def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
 
 def listening_brokers(site: Site) -> list[str]:
     """host:port of each broker of the inventory that accepts a connection on the client port."""
-    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    brokers = site.hosts("kafka_broker")
     port = int(site.setting("pikit_kafka_client_port", "pikit"))
     return [f"{site.address(b)}:{port}" for b in brokers if _reachable(site.address(b), port)]
 
 
 def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
-    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    brokers = site.hosts("kafka_broker")
     port = int(site.setting("pikit_kafka_client_port", "pikit"))
     addresses = {site.address(host): host for host in brokers}
     quorum = Part("KRaft")
@@ -255,7 +255,7 @@ def held_out_workers(workers: list[str], master: str, nodes: list[Part]) -> dict
 
 
 def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
-    masters = site.hosts(str(site.setting("pikit_spark_master_group", "pikit")))
+    masters = site.hosts("spark_master")
     if not masters:
         return []
     address = site.address(masters[0])
@@ -268,9 +268,7 @@ def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
         return [master]
     master.details.update(state=state.get("status", "?"), cores=state["cores"], cores_used=state["coresused"])
     parts = [master]
-    hosts_by_address = {
-        site.address(h): h for h in site.hosts(str(site.setting("pikit_spark_worker_group", "pikit")))
-    }
+    hosts_by_address = {site.address(h): h for h in site.hosts("spark_worker")}
     decommissioned = set(site.setting("spark_workers_decommissioned", "spark", masters[0]) or [])
     held_out = held_out_workers(sorted(hosts_by_address.values()), masters[0], nodes or [])
     parts += worker_parts(state["workers"], hosts_by_address, decommissioned, held_out)
@@ -318,7 +316,7 @@ def _queries(part: Part, url: str, stalled_after: float = 120.0) -> list[dict[st
 def agent_parts(
     site: Site, pki: Path, reachable: list[str], silent_after: float, lookback: float
 ) -> list[Part]:
-    devices = site.hosts(str(site.setting("pikit_edge_group", "pikit")))
+    devices = site.hosts("edge")
     if not devices:
         return []
     topic = str(site.setting("pikit_readings_topic", "pikit"))
@@ -368,7 +366,7 @@ def throttled_devices(site: Site) -> dict[str, float]:
     """Per device, the longest average delay a broker gives its produce requests for being past its
     quota (kafka_user_produce_throttle_time_seconds, from each broker's exporter); only those above 0."""
     port = int(site.setting("kafka_metrics_port", "kafka"))
-    brokers = site.hosts(str(site.setting("pikit_kafka_broker_group", "pikit")))
+    brokers = site.hosts("kafka_broker")
     if not port or not brokers:
         return {}
 

@@ -9,6 +9,7 @@ pikit_spark/anomalies.py for how it survives a restart.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from edge_agent.signing import Keyring
@@ -23,16 +24,18 @@ from pyspark.sql import DataFrame
 APP = "anomaly_alerts"
 
 
-def main(argv: list[str] | None = None) -> None:
+def options() -> argparse.ArgumentParser:
+    """The app's command line; those the spark role sets (spark_apps.anomaly_alerts.options) are
+    required."""
     parser = streaming_parser(__doc__.split("\n\n")[0], APP)
-    parser.add_argument("--alerts-topic", default="sensor-alerts")
+    parser.add_argument("--alerts-topic", required=True)
     parser.add_argument(
         "--threshold", action="append", default=[], type=Threshold.parse, metavar="SENSOR.METRIC=LOW:HIGH"
     )
     parser.add_argument(
         "--silent-after-seconds",
         type=float,
-        default=300.0,
+        required=True,
         help="a device with no reading for this long (processing time) raises one alert, and one when back",
     )
     parser.add_argument(
@@ -44,7 +47,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--baseline-readings", type=int, default=1000, help="how many readings the baseline remembers"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options().parse_args(argv)
     rules = Rules(tuple(args.threshold), args.stddevs, args.min_samples, args.baseline_readings)
     app = StreamingApp.start(APP, args, [args.alerts_topic])
     sink = app.sink

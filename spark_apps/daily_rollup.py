@@ -6,6 +6,7 @@ it computes are replaced, others kept) and prints the table.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from pikit_spark.common import LOG, base_parser, session, setup_logging
@@ -15,13 +16,19 @@ from pyspark.sql import functions as F
 APP = "daily_rollup"
 
 
-def main(argv: list[str] | None = None) -> None:
+def options() -> argparse.ArgumentParser:
+    """The app's command line; those the spark role sets (spark_apps.daily_rollup.options) are
+    required."""
     parser = base_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", default="/srv/pikit/shared/output")
+    parser.add_argument("--output-dir", required=True)
     parser.add_argument(
         "--date", action="append", default=[], help="YYYY-MM-DD (repeatable; default: every date)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options().parse_args(argv)
     setup_logging(args.log_level)
 
     spark = session(APP, args.shuffle_partitions)

@@ -14,6 +14,7 @@ written once whatever restarts happen (pikit_spark/sink.py).
 
 from __future__ import annotations
 
+import argparse
 from concurrent.futures import ThreadPoolExecutor
 
 from edge_agent.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
@@ -32,25 +33,25 @@ from pyspark.sql import functions as F
 APP = "sensor_aggregates"
 
 
-def main(argv: list[str] | None = None) -> None:
+def options() -> argparse.ArgumentParser:
+    """The app's command line; those the spark role sets (spark_apps.sensor_aggregates.options)
+    are required."""
     parser = streaming_parser(__doc__.split("\n\n")[0], APP)
-    parser.add_argument("--aggregates-topic", default="sensor-aggregates")
-    parser.add_argument("--dead-letter-topic", default="sensor-dead-letter")
-    parser.add_argument("--late-topic", default="sensor-late", help="readings of windows already closed")
-    parser.add_argument(
-        "--output-dir", default="/srv/pikit/shared/output", help="Parquet aggregates go to <dir>/aggregates"
-    )
+    parser.add_argument("--aggregates-topic", required=True)
+    parser.add_argument("--dead-letter-topic", required=True)
+    parser.add_argument("--late-topic", required=True, help="readings of windows already closed")
+    parser.add_argument("--output-dir", required=True, help="Parquet aggregates go to <dir>/aggregates")
     parser.add_argument("--window-seconds", type=int, default=60, help="tumbling event-time window")
     parser.add_argument(
         "--device-slack-seconds",
         type=int,
-        default=10,
+        required=True,
         help="a device's window closes when the device's own readings are this far past its end",
     )
     parser.add_argument(
         "--late-horizon-seconds",
         type=int,
-        default=24 * 3600,
+        required=True,
         help="how long the windows of a silent device wait for it (processing time)",
     )
     parser.add_argument(
@@ -60,7 +61,11 @@ def main(argv: list[str] | None = None) -> None:
         help="closed windows are copied to Parquet together this often (processing time), one Spark job "
         "instead of one per micro-batch; 0: every micro-batch (always so with --trigger available-now)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options().parse_args(argv)
     parquet_every = 0 if args.trigger == AVAILABLE_NOW else args.parquet_every_seconds
     topics = [args.aggregates_topic, args.late_topic, args.dead_letter_topic]
     app = StreamingApp.start(APP, args, topics)

@@ -20,9 +20,10 @@ AVAILABLE_NOW = "available-now"
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
+    # The options the spark role sets are required: their values live in the role's defaults only.
     parser.add_argument(
         "--kafka-properties",
-        default="/etc/spark/kafka-client.properties",
+        required=True,
         help="Kafka client settings (bootstrap.servers, mTLS), as the spark role writes them",
     )
     parser.add_argument(
@@ -36,11 +37,12 @@ def base_parser(description: str) -> argparse.ArgumentParser:
 
 def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser = base_parser(description)
-    parser.add_argument("--readings-topic", default="sensor-readings")
+    parser.add_argument("--readings-topic", required=True)
     parser.add_argument(
         "--checkpoint-dir",
-        default=f"/srv/pikit/shared/checkpoints/{app}",
-        help="on storage the driver and every executor share; a restart resumes from it",
+        required=True,
+        help=f"<shared>/checkpoints/{app}: on storage the driver and every executor share; a restart "
+        "resumes from it",
     )
     parser.add_argument(
         "--trigger",
@@ -235,6 +237,10 @@ def session(app: str, shuffle_partitions: int | None) -> SparkSession:
         # plan made 1,131 round trips where 511 do without: 0.3 s a batch on the lab. An error
         # still names the expression and its plan; only the Python line is missing.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        # A query's stop() waits for its thread at most this long, then raises: a keyring
+        # reload that meets a micro-batch stuck in a dead broker's request ends the app, which
+        # systemd starts again, instead of waiting forever (Spark's default is 0, no bound).
+        .config("spark.sql.streaming.stopTimeout", "60s")
         # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
         .config(
             "spark.sql.streaming.stateStore.providerClass",

@@ -60,22 +60,21 @@ def kit_services() -> list[dict[str, Any]]:
 
 
 def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dict[str, Any]:
-    g = PIKIT_DEFAULTS
     return {
         "cluster": {
             "groups": [
-                g["pikit_kafka_controller_group"],
-                g["pikit_kafka_broker_group"],
-                g["pikit_spark_master_group"],
-                g["pikit_spark_worker_group"],
-                g["pikit_monitoring_group"],
+                "kafka_controller",
+                "kafka_broker",
+                "spark_master",
+                "spark_worker",
+                "monitoring",
             ]
         },
-        "kafka": {"groups": [g["pikit_kafka_controller_group"], g["pikit_kafka_broker_group"]]},
-        "kafka_broker": {"groups": [g["pikit_kafka_broker_group"]]},
-        "spark": {"groups": [g["pikit_spark_master_group"], g["pikit_spark_worker_group"]]},
-        "edge": {"groups": [g["pikit_edge_group"]], "ranges": ["192.168.7.0/24"]},
-        "monitoring": {"groups": [g["pikit_monitoring_group"]]},
+        "kafka": {"groups": ["kafka_controller", "kafka_broker"]},
+        "kafka_broker": {"groups": ["kafka_broker"]},
+        "spark": {"groups": ["spark_master", "spark_worker"]},
+        "edge": {"groups": ["edge"], "ranges": ["192.168.7.0/24"]},
+        "monitoring": {"groups": ["monitoring"]},
         "admin": {"ranges": [*(admin or []), CONTROLLER]},
         "ssh": {"ranges": [*(ssh if ssh is not None else ["0.0.0.0/0", "::/0"]), CONTROLLER]},
         "any": {"ranges": ["0.0.0.0/0", "::/0"]},

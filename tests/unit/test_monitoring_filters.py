@@ -101,12 +101,9 @@ def test_a_listen_address_on_loopback_is_not_scraped_and_any_address_means_the_h
 
 
 def kit_jobs() -> list[dict[str, Any]]:
-    """The role's own monitoring_jobs, with the lab's group names (the defaults' Jinja rendered)."""
+    """The role's own monitoring_jobs, as its defaults write them."""
     text = (REPO / "roles/monitoring/defaults/main.yml").read_text()
-    names = {"pikit_kafka_controller_group": "kafka_controller", "pikit_kafka_broker_group": "kafka_broker"}
-    names |= {"pikit_spark_master_group": "spark_master", "pikit_spark_worker_group": "spark_worker"}
-    names |= {"pikit_edge_group": "edge"}
-    rendered = jinja2.Template(text).render(**names)
+    rendered = jinja2.Template(text).render()
     return list(yaml.safe_load(rendered)["monitoring_jobs"])
 
 

@@ -15,13 +15,16 @@ from tests.conftest import run_preflight
 
 
 def preflight(
-    tmp_path: Path, group_vars: dict[str, object], hosts: dict[str, dict[str, object]] | None = None
+    tmp_path: Path,
+    group_vars: dict[str, object],
+    hosts: dict[str, dict[str, object]] | None = None,
+    group: str = "other",
 ) -> str:
     hosts = hosts or {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.12"}}
     inventory = {
         "all": {
             "vars": {"ansible_port": 1, **group_vars},
-            "children": {"other": {"hosts": hosts}},
+            "children": {group: {"hosts": hosts}},
         }
     }
     path = tmp_path / "hosts.yml"
@@ -47,11 +50,8 @@ def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
         ({"firewall_enabled": "sometimes"}, "firewall_enabled"),
         ({"firewall_admin_sources": ["laptop.lan"]}, "firewall_admin_sources"),
         (
-            {
-                "pikit_monitoring_group": "other",
-                "monitoring_jobs": [{"name": "mine", "groups": ["all"], "port": 9999, "ports": [9998]}],
-            },
-            "job 'mine' must set exactly one of",
+            {"pikit_edge_group": "sensors"},
+            "pikit_edge_group is no longer read: the kit's groups have fixed names",
         ),
     ],
 )
@@ -59,6 +59,12 @@ def test_a_bad_variable_is_named(tmp_path: Path, group_vars: dict[str, object], 
     out = preflight(tmp_path, group_vars)
     assert not out.startswith("OK")
     assert named in out
+
+
+def test_a_bad_monitoring_job_is_named(tmp_path: Path) -> None:
+    jobs = [{"name": "mine", "groups": ["all"], "port": 9999, "ports": [9998]}]
+    out = preflight(tmp_path, {"monitoring_jobs": jobs}, group="monitoring")
+    assert "job 'mine' must set exactly one of" in out
 
 
 def test_a_host_without_an_ip_is_named(tmp_path: Path) -> None:

@@ -40,3 +40,47 @@ def test_a_worker_runs_only_a_worker_and_the_history_server_needs_the_master() -
     assert (
         load().spark_services(NODE, master=True, worker=False, history=False, **PORTS)[0]["what"] == "master"
     )
+
+
+SUBMIT = {"master_url": "spark://10.0.0.1:7077", "driver_host": "10.0.0.1", "apps_dir": "/opt/spark/apps"}
+
+
+def test_an_apps_typed_options_become_its_command_line_in_order() -> None:
+    options = {
+        "kafka_properties": "/etc/spark/kafka-client.properties",
+        "silent_after_seconds": 300,
+        "threshold": ["cpu.temperature=:80", "simulated.humidity=15:75"],
+        "adopt_new_checkpoint": True,
+        "device_keys": "",
+        "metrics_listen": None,
+        "stall_after_seconds": 600.5,
+        "verbose": False,
+    }
+    argv = load().spark_submit_argv("anomaly_alerts", {"total_cores": 1}, options=options, **SUBMIT)
+    assert argv == [
+        "/usr/local/bin/spark-submit", "--master", "spark://10.0.0.1:7077", "--deploy-mode", "client",
+        "--name", "anomaly_alerts", "--conf", "spark.driver.host=10.0.0.1", "--total-executor-cores", "1",
+        "--py-files", "/opt/spark/apps/anomaly_alerts.zip", "/opt/spark/apps/anomaly_alerts.py",
+        "--kafka-properties", "/etc/spark/kafka-client.properties", "--silent-after-seconds", "300",
+        "--threshold", "cpu.temperature=:80", "--threshold", "simulated.humidity=15:75",
+        "--adopt-new-checkpoint", "--stall-after-seconds", "600.5",
+    ]  # fmt: skip
+
+
+def test_a_typed_command_line_with_extras_parses_back_to_the_same_values() -> None:
+    argv = load().spark_submit_argv(
+        "sensor_aggregates",
+        {"total_cores": "2"},
+        options={"checkpoint_dir": "/srv/a dir/with spaces"},
+        extra="--trigger '5 seconds' --log-level DEBUG",
+        **SUBMIT,
+    )
+    assert argv[argv.index("--total-executor-cores") + 1] == "2"
+    assert argv[-6:] == [
+        "--checkpoint-dir",
+        "/srv/a dir/with spaces",
+        "--trigger",
+        "5 seconds",
+        "--log-level",
+        "DEBUG",
+    ]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
+
+SPARK_SUBMIT = "/usr/local/bin/spark-submit"
 
 
 def spark_services(
@@ -53,6 +56,46 @@ def spark_services(
     return out
 
 
+def spark_app_options(options: Mapping[str, Any]) -> list[str]:
+    """An app's options as its command line: `name_with_underscores: value` is `--name-with-underscores
+    value`; a list repeats the option for each item; true is the flag alone; none, false and "" leave
+    the option out, to the app's own default."""
+    argv: list[str] = []
+    for name, value in options.items():
+        flag = "--" + str(name).replace("_", "-")
+        if value is None or value is False or value == "":
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def spark_submit_argv(
+    app: str,
+    spec: Mapping[str, Any],
+    *,
+    master_url: str,
+    driver_host: str,
+    apps_dir: str,
+    options: Mapping[str, Any],
+    extra: str = "",
+) -> list[str]:
+    """spark-submit's argv for the bundled app `app` (`spec`, one of spark_apps): the driver on this
+    host in client mode, the app's bundle and script from `apps_dir`, then `options` (typed values,
+    spark_app_options) and last `extra`, a command line as a person types it (`-e app_args=...`),
+    so that it overrides."""
+    argv = [SPARK_SUBMIT, "--master", master_url, "--deploy-mode", "client", "--name", app]
+    argv += ["--conf", f"spark.driver.host={driver_host}"]
+    argv += ["--total-executor-cores", str(int(spec.get("total_cores", 1)))]
+    argv += ["--py-files", f"{apps_dir}/{app}.zip", f"{apps_dir}/{app}.py"]
+    return argv + spark_app_options(options) + shlex.split(extra or "")
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"spark_services": spark_services}
+        return {"spark_services": spark_services, "spark_submit_argv": spark_submit_argv}

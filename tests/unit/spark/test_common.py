@@ -7,14 +7,16 @@ from pathlib import Path
 from pikit_spark.common import AVAILABLE_NOW, kafka_python_client, streaming_parser, trigger
 from pikit_spark.sink import TransactionalSink
 
+REQUIRED = ["--kafka-properties", "/etc/k.properties", "--readings-topic", "r", "--checkpoint-dir", "/c"]
+
 
 def test_trigger_is_an_interval_by_default() -> None:
-    args = streaming_parser("t", "app").parse_args([])
+    args = streaming_parser("t", "app").parse_args(REQUIRED)
     assert trigger(args) == {"processingTime": "10 seconds"}
 
 
 def test_available_now_processes_the_backlog_then_stops() -> None:
-    args = streaming_parser("t", "app").parse_args(["--trigger", AVAILABLE_NOW])
+    args = streaming_parser("t", "app").parse_args([*REQUIRED, "--trigger", AVAILABLE_NOW])
     assert trigger(args) == {"availableNow": True}
 
 
