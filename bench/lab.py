@@ -59,5 +59,5 @@ def find() -> Lab:
     """The lab that `make demo` converged, from its inventory; fails when there is none."""
     site, name = Site.load(INVENTORY), spec_from_inventory(INVENTORY).name
     state = lab_home() / "state" / name
-    brokers = [f"{site.address(b)}:9092" for b in site.hosts("kafka_broker")]
+    brokers = site.endpoints("kafka-client", site.hosts("kafka_broker"))
     return Lab(name, site.groups, mtls_client(brokers, state / "pki"), state)

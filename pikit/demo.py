@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from edge_agent.contract import ContractError, decode_batch
 from kafka import KafkaConsumer, TopicPartition
 
-from pikit import REPO, role_default
+from pikit import REPO
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home, ssh_key
@@ -26,25 +26,28 @@ from pikit.status_render import text
 from pikit.topic import mtls_client, read_to_end
 
 
-def _inventory() -> dict[str, Any]:
-    out = subprocess.run(
-        [REPO / ".venv/bin/ansible-inventory", "-i", REPO / "inventory/lab", "--list"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    return dict(json.loads(out))
+@dataclass(frozen=True)
+class Topics:
+    readings: str
+    aggregates: str
+    alerts: str
+
+    @classmethod
+    def of(cls, site: Site) -> Topics:
+        return cls(
+            *(str(site.setting(f"pikit_{name}_topic")) for name in ("readings", "aggregates", "alerts"))
+        )
 
 
-def show_kafka(brokers: list[str], pki: Path) -> None:
-    bootstrap = [f"{ip}:9092" for ip in brokers]
+def show_kafka(site: Site, bootstrap: list[str], pki: Path, topics: Topics) -> None:
     admin_module = kafka_admin
     client = admin_module.connect(mtls_client(bootstrap, pki))
     try:
-        lag = int(role_default("kafka", "kafka_max_quorum_lag"))
+        lag = int(site.setting("kafka_max_quorum_lag"))
         health = admin_module.health_report(
-            client, len(brokers), lag, float(role_default("kafka", "kafka_disk_warn_share"))
+            client, len(bootstrap), lag, float(site.setting("kafka_disk_warn_share"))
         )
-        topics = sorted(
+        listed = sorted(
             (t["name"], len(t["partitions"]), len(t["partitions"][0]["replica_nodes"]))
             for t in client.describe_topics()
             if not t["name"].startswith("__")
@@ -62,7 +65,7 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
     )
     for warning in health["disk_warnings"]:
         print(f"  warning: {warning}")
-    for name, partitions, replicas in topics:
+    for name, partitions, replicas in listed:
         print(f"  topic {name:<22} partitions {partitions}  replication {replicas}")
     tls = (
         f"-X security.protocol=ssl -X ssl.ca.location={pki}/trust.crt "
@@ -72,16 +75,16 @@ def show_kafka(brokers: list[str], pki: Path) -> None:
         f"""
 With the generated admin client certificate ({pki}/clients/admin.pem):
   list:     kcat -b {bootstrap[0]} {tls} -L
-  produce:  echo '{{"hello": "pi"}}' | kcat -b {bootstrap[0]} {tls} -P -t sensor-readings -k demo
-  consume:  kcat -b {bootstrap[0]} {tls} -C -t sensor-readings -o beginning -e
+  produce:  echo '{{"hello": "pi"}}' | kcat -b {bootstrap[0]} {tls} -P -t {topics.readings} -k demo
+  consume:  kcat -b {bootstrap[0]} {tls} -C -t {topics.readings} -o beginning -e
   python:   KafkaProducer(bootstrap_servers={bootstrap}, security_protocol="SSL",
                           ssl_cafile="{pki}/trust.crt", ssl_certfile="{pki}/clients/admin.pem")"""
     )
 
 
-def show_readings(bootstrap: list[str], pki: Path) -> None:
+def show_readings(bootstrap: list[str], pki: Path, topics: Topics) -> None:
     """The latest reading per device and metric, straight from the readings topic."""
-    records = read_to_end("sensor-readings", **mtls_client(bootstrap, pki))
+    records = read_to_end(topics.readings, **mtls_client(bootstrap, pki))
     latest: dict[tuple[str, str], Any] = {}
     counts: dict[str, int] = {}
     for record in records:
@@ -93,16 +96,16 @@ def show_readings(bootstrap: list[str], pki: Path) -> None:
             latest[(reading.device, reading.metric)] = reading
             counts[reading.device] = counts.get(reading.device, 0) + 1
     if not latest:
-        print("\nNo readings in sensor-readings yet.")
+        print(f"\nNo readings in {topics.readings} yet.")
         return
-    print(f"\nReadings in Kafka (sensor-readings): {counts}")
+    print(f"\nReadings in Kafka ({topics.readings}): {counts}")
     for (device, metric), r in sorted(latest.items()):
         print(f"  {device:<8} {metric:<12} {r.value:>9.3f} {r.unit:<4} seq {r.seq}")
 
 
-def show_spark(master: str) -> None:
+def show_spark(master: str, ui: int) -> None:
     try:
-        with urllib.request.urlopen(f"http://{master}:8080/json/", timeout=10) as response:
+        with urllib.request.urlopen(f"http://{master}:{ui}/json/", timeout=10) as response:
             state = json.load(response)
     except OSError as exc:
         print(f"\nSpark master {master}: not answering ({exc})")
@@ -121,7 +124,7 @@ def show_spark(master: str) -> None:
 
 
 def watch(
-    bootstrap: list[str], pki: Path, seconds: float
+    bootstrap: list[str], pki: Path, topics: Topics, seconds: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A live table of the latest window per device x metric, and alerts as they arrive."""
     consumer = KafkaConsumer(
@@ -129,7 +132,7 @@ def watch(
     )
     parts = [
         TopicPartition(topic, p)
-        for topic in ("sensor-aggregates", "sensor-alerts")
+        for topic in (topics.aggregates, topics.alerts)
         for p in sorted(consumer.partitions_for_topic(topic) or [])
     ]
     consumer.assign(parts)
@@ -149,7 +152,7 @@ def watch(
             for batch in consumer.poll(timeout_ms=1000).values():
                 for record in batch:
                     doc = json.loads(record.value)
-                    if record.topic == "sensor-alerts":
+                    if record.topic == topics.alerts:
                         alerts.append(doc)
                         if not live and len(alerts) <= 10:
                             print(
@@ -197,20 +200,22 @@ def _draw_table(aggregates: list[dict[str, Any]], alerts: list[dict[str, Any]], 
         for a in alerts[-5:]
     ]
     if live:
-        print(
-            "\033[2J\033[H" + "Latest Spark window aggregates (sensor-aggregates topic)\n" + "\n".join(lines)
-        )
+        print("\033[2J\033[H" + "Latest Spark window aggregates (the aggregates topic)\n" + "\n".join(lines))
     else:
         print("\n".join("  " + line for line in lines))
 
 
 def save_picture(
-    bootstrap: list[str], pki: Path, aggregates: list[dict[str, Any]], alerts: list[dict[str, Any]]
+    bootstrap: list[str],
+    pki: Path,
+    topics: Topics,
+    aggregates: list[dict[str, Any]],
+    alerts: list[dict[str, Any]],
 ) -> Path:
     from pikit.picture import draw, page
 
     readings: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for record in read_to_end("sensor-readings", **mtls_client(bootstrap, pki)):
+    for record in read_to_end(topics.readings, **mtls_client(bootstrap, pki)):
         try:
             for r in decode_batch(record.value):
                 readings[(r.device, r.metric)].append((r.ts, r.value))
@@ -268,29 +273,26 @@ def main() -> None:
         wait_for_first_batches()
         return
     spec = spec_from_inventory(REPO / "inventory/lab")
-    inventory = _inventory()
+    site = Site.load(REPO / "inventory/lab")
     print(f"\nThe lab '{spec.name}' is up and converged by playbooks/site.yml:")
-    groups = {g: v.get("hosts", []) for g, v in inventory.items() if isinstance(v, dict) and g != "_meta"}
     for node in spec.nodes:
-        roles = [
-            g for g, hosts in sorted(groups.items()) if node.name in hosts and g not in ("all", "ungrouped")
-        ]
+        roles = site.model["hosts"][node.name]["groups"]
         print(f"  {node.name:<8} {node.ip:<13} {', '.join(roles)}")
-    brokers = [n.ip for n in spec.nodes if n.name in groups.get("kafka_broker", [])]
-    masters = [n.ip for n in spec.nodes if n.name in groups.get("spark_master", [])]
-    pki = lab_home() / "state" / spec.name / "pki"
-    bootstrap = [f"{ip}:9092" for ip in brokers]
-    if brokers:
-        show_kafka(brokers, pki)
-        if groups.get("edge"):
-            show_readings(bootstrap, pki)
+    topics = Topics.of(site)
+    bootstrap = site.endpoints("kafka-client", site.hosts("kafka_broker"))
+    masters = site.hosts("spark_master")
+    pki = site.state_dir / "pki"
+    if bootstrap:
+        show_kafka(site, bootstrap, pki, topics)
+        if site.hosts("edge"):
+            show_readings(bootstrap, pki, topics)
     if masters:
-        show_spark(masters[0])
-    if brokers and masters:
-        aggregates, alerts = watch(bootstrap, pki, float(os.environ.get("PIKIT_DEMO_WATCH", "45")))
-        out = save_picture(bootstrap, pki, aggregates, alerts)
+        show_spark(site.address(masters[0]), site.port("spark-master-ui", masters[0]))
+    if bootstrap and masters:
+        aggregates, alerts = watch(bootstrap, pki, topics, float(os.environ.get("PIKIT_DEMO_WATCH", "45")))
+        out = save_picture(bootstrap, pki, topics, aggregates, alerts)
         print(f"\nPicture of the readings and aggregates: {out}/pipeline.png and {out}/index.html")
-    master = masters[0] if masters else "-"
+    master = site.address(masters[0]) if masters else "-"
     print(
         f"""
 Spark master UI:     http://{master}:8080   (workers :8081, running apps :4040 and :4041 on {master})

@@ -1,8 +1,9 @@
-"""A site as the controller's tools see it: the inventory's hosts and groups, and the few settings
-they need, with the roles' defaults beneath the inventory's values (as Ansible layers them).
+"""A site as the controller's tools see it: the site model (pikit/site_model.py) that the
+preflight of every playbook run writes to `<pikit_state_dir>/site.json`, with Ansible's own view
+of the inventory, the roles' defaults and `-e`. The tools never read a role's defaults.
 
-The inventory is read with `ansible-inventory --list`. A value that is a Jinja template is
-rendered by Ansible itself (`ansible -m debug`), so what the tools use is what the playbooks use.
+The inventory itself is read only to find the state directory (`ansible-inventory --list`, a
+templated `pikit_state_dir` rendered by Ansible).
 """
 
 from __future__ import annotations
@@ -10,19 +11,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pikit import REPO
-from pikit.service_ports import role_defaults
+from pikit.site_model import SiteModelError, service_endpoints
 
 VENV_BIN = REPO / ".venv/bin"
 
 
 class SiteError(ValueError):
-    """The inventory cannot be read, or lacks what a tool needs; the message names it."""
+    """The inventory or its site model cannot be read, or lacks what a tool needs; the message
+    names it."""
 
 
 def _is_template(value: Any) -> bool:
@@ -32,11 +34,12 @@ def _is_template(value: Any) -> bool:
 @dataclass
 class Site:
     inventory: Path
-    groups: dict[str, list[str]]
     hostvars: dict[str, dict[str, Any]]
+    model: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, inventory: Path) -> Site:
+        """The inventory's site, with the model its last playbook run wrote."""
         run = subprocess.run(
             [VENV_BIN / "ansible-inventory", "-i", inventory, "--list"],
             capture_output=True,
@@ -45,50 +48,48 @@ class Site:
         )
         if run.returncode != 0:
             raise SiteError(f"ansible-inventory could not read {inventory}: {run.stderr.strip()[-500:]}")
-        listing = json.loads(run.stdout)
-        hostvars = listing.get("_meta", {}).get("hostvars", {})
-        groups: dict[str, list[str]] = {}
+        hostvars = json.loads(run.stdout).get("_meta", {}).get("hostvars", {})
+        site = cls(inventory, {h: dict(v) for h, v in hostvars.items()})
+        path = site.state_dir / "site.json"
+        try:
+            site.model = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise SiteError(
+                f"no site model at {path}: run `ansible-playbook -i {inventory} playbooks/preflight.yml` "
+                "(every playbook of the kit writes it)"
+            ) from None
+        return site
 
-        def hosts_of(group: str) -> list[str]:
-            entry = listing.get(group, {})
-            found = list(entry.get("hosts", []))
-            for child in entry.get("children", []):
-                found += [h for h in hosts_of(child) if h not in found]
-            return found
-
-        for group in listing:
-            if group != "_meta":
-                groups[group] = hosts_of(group)
-        return cls(inventory, groups, {h: dict(v) for h, v in hostvars.items()})
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        """The kit's groups, and `all`."""
+        return {**self.model["groups"], "all": list(self.model["hosts"])}
 
     def hosts(self, group: str) -> list[str]:
         return list(self.groups.get(group, []))
 
     def address(self, host: str) -> str:
-        """Where the controller reaches a host: node_ip, else ansible_host, else its name."""
-        for name in ("node_ip", "ansible_host"):
-            value = self.hostvars.get(host, {}).get(name)
-            if value:
-                return str(self.render(host, name) if _is_template(value) else value)
-        return host
+        """Where the other nodes, and the controller, reach a host."""
+        return str(self.model["hosts"][host]["address"])
 
-    def setting(self, name: str, role: str, host: str | None = None) -> Any:
-        """A variable as a play on `host` (default: the first host) sees it: the inventory's value,
-        else the role's default; a template is rendered by Ansible."""
-        host = host or next(iter(self.hostvars), "localhost")
-        if name in self.hostvars.get(host, {}):
-            value = self.hostvars[host][name]
-            return self.render(host, name) if _is_template(value) else value
-        defaults = role_defaults(REPO, [role])[role]
-        if name not in defaults:
-            raise SiteError(f"{name} is neither in the inventory nor a default of roles/{role}")
-        value = defaults[name]
-        if _is_template(value):
-            raise SiteError(
-                f"{name} comes from a templated default of roles/{role} ({value!r}): set it in the "
-                f"inventory ({self.inventory}) for the controller's tools to read"
-            )
-        return value
+    def endpoints(self, service: str, hosts: list[str]) -> list[str]:
+        """`address:port` of `service` on each of `hosts` that serves it."""
+        try:
+            return service_endpoints(self.model, service, hosts)
+        except SiteModelError as exc:
+            raise SiteError(str(exc)) from None
+
+    def port(self, service: str, host: str) -> int:
+        """The first port of `service` at `host`; 0 where it serves none."""
+        found = self.endpoints(service, [host])
+        return int(found[0].rpartition(":")[2]) if found else 0
+
+    def setting(self, name: str) -> Any:
+        """A value the site runs with, as the roles told the model."""
+        try:
+            return self.model["settings"][name]
+        except KeyError:
+            raise SiteError(f"the site model has no setting {name!r}: run the preflight again") from None
 
     def render(self, host: str, name: str) -> Any:
         run = subprocess.run(
@@ -118,12 +119,14 @@ class Site:
 
     @cached_property
     def state_dir(self) -> Path:
-        """The controller's state of this site (CA, issued certificates): PIKIT_STATE_DIR, else the
-        inventory's pikit_state_dir, else roles/pikit's default (~/.local/share/pikit/<cluster>)."""
+        """The controller's state of this site (CA, issued certificates, site.json):
+        PIKIT_STATE_DIR, else the inventory's pikit_state_dir, else roles/pikit's default
+        (~/.local/share/pikit/<cluster>)."""
         if os.environ.get("PIKIT_STATE_DIR"):
             return Path(os.environ["PIKIT_STATE_DIR"])
         host = next(iter(self.hostvars), None)
         if host and "pikit_state_dir" in self.hostvars[host]:
-            return Path(str(self.setting("pikit_state_dir", "pikit", host)))
+            value = self.hostvars[host]["pikit_state_dir"]
+            return Path(str(self.render(host, "pikit_state_dir") if _is_template(value) else value))
         cluster = self.hostvars.get(host or "", {}).get("pikit_cluster_name", "pikit")
         return Path.home() / ".local/share/pikit" / str(cluster)

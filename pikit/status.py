@@ -98,14 +98,13 @@ def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
 
 def listening_brokers(site: Site) -> list[str]:
     """host:port of each broker of the inventory that accepts a connection on the client port."""
-    brokers = site.hosts("kafka_broker")
-    port = int(site.setting("pikit_kafka_client_port", "pikit"))
-    return [f"{site.address(b)}:{port}" for b in brokers if _reachable(site.address(b), port)]
+    found = site.endpoints("kafka-client", site.hosts("kafka_broker"))
+    return [endpoint for endpoint in found if _reachable(*_split(endpoint))]
 
 
 def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
     brokers = site.hosts("kafka_broker")
-    port = int(site.setting("pikit_kafka_client_port", "pikit"))
+    port = site.port("kafka-client", brokers[0]) if brokers else 0
     addresses = {site.address(host): host for host in brokers}
     quorum = Part("KRaft")
     parts = {host: Part(host, {"address": site.address(host)}) for host in brokers}
@@ -115,8 +114,8 @@ def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list
             part.details["up"] = False
             part.problems.append(f"down: nothing listens on {part.details['address']}:{port}")
         return quorum, list(parts.values())
-    max_lag = int(site.setting("kafka_max_quorum_lag", "kafka"))
-    warn = float(site.setting("kafka_disk_warn_share", "kafka"))
+    max_lag = int(site.setting("kafka_max_quorum_lag"))
+    warn = float(site.setting("kafka_disk_warn_share"))
     try:
         admin = kafka_admin.connect({**mtls_client(reachable, pki), "bootstrap_servers": reachable})
         try:
@@ -260,7 +259,7 @@ def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
         return []
     address = site.address(masters[0])
     master = Part(f"master {masters[0]}", {"address": address})
-    ui = int(site.setting("spark_master_webui_port", "spark", masters[0]))
+    ui = site.port("spark-master-ui", masters[0])
     try:
         state = _json(f"http://{address}:{ui}/json/")
     except OSError as exc:
@@ -269,12 +268,12 @@ def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
     master.details.update(state=state.get("status", "?"), cores=state["cores"], cores_used=state["coresused"])
     parts = [master]
     hosts_by_address = {site.address(h): h for h in site.hosts("spark_worker")}
-    decommissioned = set(site.setting("spark_workers_decommissioned", "spark", masters[0]) or [])
+    decommissioned = set(site.setting("spark_workers_decommissioned") or [])
     held_out = held_out_workers(sorted(hosts_by_address.values()), masters[0], nodes or [])
     parts += worker_parts(state["workers"], hosts_by_address, decommissioned, held_out)
-    apps = site.setting("spark_apps", "spark", masters[0])
+    apps = site.setting("spark_apps")
     running = {app["name"]: app for app in state.get("activeapps", [])}
-    for name in site.setting("spark_site_apps", "spark", masters[0]):
+    for name in site.setting("spark_site_apps"):
         part = Part(f"app {name}")
         app = running.get(name)
         if app is None:
@@ -319,7 +318,7 @@ def agent_parts(
     devices = site.hosts("edge")
     if not devices:
         return []
-    topic = str(site.setting("pikit_readings_topic", "pikit"))
+    topic = str(site.setting("pikit_readings_topic"))
     # Without Kafka nothing can be said of the devices: unknown, which is not their fault.
     last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
     now = time.time()
@@ -365,14 +364,13 @@ def agent_parts(
 def throttled_devices(site: Site) -> dict[str, float]:
     """Per device, the longest average delay a broker gives its produce requests for being past its
     quota (kafka_user_produce_throttle_time_seconds, from each broker's exporter); only those above 0."""
-    port = int(site.setting("kafka_metrics_port", "kafka"))
-    brokers = site.hosts("kafka_broker")
-    if not port or not brokers:
+    exporters = site.endpoints("kafka-metrics", site.hosts("kafka_broker"))
+    if not exporters:
         return {}
 
-    def delays(host: str) -> list[tuple[str, float]]:
+    def delays(exporter: str) -> list[tuple[str, float]]:
         try:
-            samples = scrape(f"http://{site.address(host)}:{port}/metrics", timeout=5)
+            samples = scrape(f"http://{exporter}/metrics", timeout=5)
         except (urllib.error.URLError, OSError, ValueError):
             return []  # a broker down is the brokers' part to report
         return [
@@ -383,7 +381,7 @@ def throttled_devices(site: Site) -> dict[str, float]:
 
     found: dict[str, float] = {}
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for user, delay in (d for page in pool.map(delays, brokers) for d in page):
+        for user, delay in (d for page in pool.map(delays, exporters) for d in page):
             if delay > 0:
                 found[user] = max(found.get(user, 0.0), delay)
     return found
@@ -428,6 +426,11 @@ def _certificate_expiry(path: Path) -> float | None:
     return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc.timestamp()
 
 
+def _split(endpoint: str) -> tuple[str, int]:
+    address, _, port = endpoint.rpartition(":")
+    return address, int(port)
+
+
 def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] | None:
     """The node's /etc/os-release as its node exporter reports it (`node_os_info`), or None when
     the exporter does not answer."""
@@ -441,14 +444,17 @@ def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] 
 
 def node_parts(site: Site) -> list[Part]:
     addresses = {host: site.address(host) for host in sorted(site.hosts("all"))}
-    port = int(site.setting("common_node_exporter_port", "common"))
+    exporters = {host: site.endpoints("node-exporter", [host]) for host in addresses}
     with ThreadPoolExecutor(max_workers=8) as pool:
-        releases = list(pool.map(lambda address: os_release(address, port), addresses.values()))
+        releases = list(
+            pool.map(lambda found: os_release(*_split(found[0])) if found else None, exporters.values())
+        )
     parts = []
     for (host, address), release in zip(addresses.items(), releases, strict=True):
         part = Part(host, {"address": address})
         if release is None:
-            part.details["os"] = f"unknown: no node exporter answers on port {port}"
+            where = exporters[host][0] if exporters[host] else "no port (the site runs none)"
+            part.details["os"] = f"unknown: no node exporter answers at {where}"
         else:
             part.details.update(
                 os=release.get("pretty_name") or release.get("name", "?"),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import yaml
 
 from pikit import REPO
 from pikit.modules import from_file
@@ -27,8 +31,10 @@ CONTROLLER_ONLY = {
 
 
 def run_playbook(inventory: Path, playbook: str) -> tuple[int, str]:
-    """playbooks/<playbook> on `inventory`, as make runs it: its exit code and its output."""
-    env = {**os.environ, **CONTROLLER_ONLY}
+    """playbooks/<playbook> on `inventory`, as make runs it: its exit code and its output. The
+    controller's state (the site model the preflight writes) goes beside the inventory unless the
+    inventory says where."""
+    env = {**os.environ, **CONTROLLER_ONLY, "PIKIT_STATE_DIR": str(inventory.parent / "state")}
     argv: list[str | Path] = [
         REPO / ".venv/bin/ansible-playbook",
         "-i",
@@ -57,3 +63,32 @@ def run_preflight(inventory: Path) -> str:
     code, out = run_playbook(inventory, "preflight.yml")
     assert "UNREACHABLE" not in out, "preflight must not connect to any host"
     return out if code else "OK\n" + out
+
+
+def inventory_of(
+    groups: dict[str, list[str]], hostvars: dict[str, dict[str, Any]], **site: Any
+) -> dict[str, Any]:
+    """An Ansible YAML inventory: the hosts of `groups`, each with its `hostvars`, and `site` as the
+    variables of group all."""
+    children: dict[str, Any] = {}
+    placed: set[str] = set()
+    for group, hosts in groups.items():
+        members: dict[str, Any] = {}
+        for host in hosts:
+            members[host] = None if host in placed else (hostvars.get(host) or None)
+            placed.add(host)
+        children[group] = {"hosts": members}
+    return {"all": {"vars": site, "children": children}}
+
+
+def preflight_site_model(tmp_path: Path, inventory: dict[str, Any]) -> dict[str, Any]:
+    """The site model that playbooks/preflight.yml builds for `inventory`: its site.json, as the
+    roles tell Ansible what each host serves."""
+    state = tmp_path / "state"
+    inventory["all"].setdefault("vars", {})["pikit_state_dir"] = str(state)
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    out = run_preflight(path)
+    assert out.startswith("OK"), out[-3000:]
+    model: dict[str, Any] = json.loads((state / "site.json").read_text())
+    return model

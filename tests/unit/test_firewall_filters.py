@@ -4,19 +4,17 @@ service table (roles/firewall/vars/main.yml) and the ports its roles declare."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
 from pikit import REPO
-from pikit.service_ports import role_defaults
-from tests.conftest import load_filter_plugin
+from tests.conftest import inventory_of, load_filter_plugin, preflight_site_model
 
-PIKIT_DEFAULTS = yaml.safe_load((REPO / "roles/pikit/defaults/main.yml").read_text())
 GROUPS = {
     "kafka_controller": ["pi-1", "pi-2", "pi-3"],
     "kafka_broker": ["pi-1", "pi-2", "pi-3", "pi-5"],
@@ -33,42 +31,27 @@ HOSTVARS: dict[str, dict[str, Any]] = {
 CONTROLLER = "10.0.9.9"
 
 
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The site model the preflight builds for GROUPS and HOSTVARS, with the roles' own ports."""
+    return preflight_site_model(tmp_path_factory.mktemp("site"), inventory_of(GROUPS, HOSTVARS))
+
+
 def load() -> ModuleType:
     return load_filter_plugin("firewall", "firewall_filters")
 
 
-def addresses(hostvars: dict[str, Any]) -> dict[str, str]:
-    """What the role's `_firewall_addresses` gives: pikit_address of every host."""
-    pikit = load_filter_plugin("pikit", "pikit_filters")
-    return {host: pikit.pikit_address(host, hostvars) for host in hostvars}
-
-
-def _rendered(value: Any, context: dict[str, Any]) -> Any:
-    if isinstance(value, str):
-        return jinja2.Template(value).render(**context) if "{{" in value else value
-    if isinstance(value, list):
-        return [_rendered(v, context) for v in value]
-    if isinstance(value, dict):
-        return {k: _rendered(v, context) for k, v in value.items()}
-    return value
-
-
 def kit_services() -> list[dict[str, Any]]:
-    raw = yaml.safe_load((REPO / "roles/firewall/vars/main.yml").read_text())
-    services: list[dict[str, Any]] = _rendered(raw["_firewall_services"], PIKIT_DEFAULTS)
+    services: list[dict[str, Any]] = yaml.safe_load((REPO / "roles/firewall/vars/main.yml").read_text())[
+        "_firewall_services"
+    ]
     return services
 
 
 def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dict[str, Any]:
     return {
         "cluster": {
-            "groups": [
-                "kafka_controller",
-                "kafka_broker",
-                "spark_master",
-                "spark_worker",
-                "monitoring",
-            ]
+            "groups": ["kafka_controller", "kafka_broker", "spark_master", "spark_worker", "monitoring"]
         },
         "kafka": {"groups": ["kafka_controller", "kafka_broker"]},
         "kafka_broker": {"groups": ["kafka_broker"]},
@@ -81,12 +64,10 @@ def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dic
     }
 
 
-def plan(host: str, hostvars: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+def plan(host: str, site: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     f = load()
-    hv = hostvars or HOSTVARS
-    sources = f.firewall_sources(classes(**kwargs), GROUPS, addresses(hv))
-    defaults = role_defaults(REPO, ["pikit", "common", "kafka", "spark", "edge_agent", "monitoring"])
-    rules: dict[str, Any] = f.firewall_rules(host, hv, GROUPS, kit_services(), sources, defaults)
+    sources = f.firewall_sources(classes(**kwargs), GROUPS, site)
+    rules: dict[str, Any] = f.firewall_rules(host, site, GROUPS, kit_services(), sources)
     return rules
 
 
@@ -94,10 +75,10 @@ def accepted(result: dict[str, Any]) -> dict[str, list[str]]:
     return {rule["name"]: rule["matches"] for rule in result["accept"]}
 
 
-def test_a_broker_opens_its_client_port_to_the_cluster_the_devices_and_admin_and_replication_to_brokers() -> (
-    None
-):
-    rules = accepted(plan("pi-5"))
+def test_a_broker_opens_its_client_port_to_the_cluster_the_devices_and_admin_and_replication_to_brokers(
+    site: dict[str, Any],
+) -> None:
+    rules = accepted(plan("pi-5", site))
     cluster = "10.0.0.11, 10.0.0.12, 10.0.0.13, 10.0.0.14, 10.0.0.15"
     assert rules["kafka-client"] == [
         f"ip saddr {{ {cluster}, 10.0.1.1, 10.0.1.2, 10.0.9.9, 192.168.7.0/24 }} tcp dport {{ 9092 }}"
@@ -109,8 +90,10 @@ def test_a_broker_opens_its_client_port_to_the_cluster_the_devices_and_admin_and
     assert rules["ssh"] == ["tcp dport { 22 }"], "any source, both families, by default"
 
 
-def test_the_quorum_port_opens_to_kafka_nodes_only_and_is_guarded_before_the_spark_peers() -> None:
-    result = plan("pi-1")
+def test_the_quorum_port_opens_to_kafka_nodes_only_and_is_guarded_before_the_spark_peers(
+    site: dict[str, Any],
+) -> None:
+    result = plan("pi-1", site)
     rules = accepted(result)
     assert rules["kafka-controller"] == [
         "ip saddr { 10.0.0.11, 10.0.0.12, 10.0.0.13, 10.0.0.15 } tcp dport { 9093 }"
@@ -121,33 +104,36 @@ def test_the_quorum_port_opens_to_kafka_nodes_only_and_is_guarded_before_the_spa
     assert result["peers"][0]["matches"] == [f"ip saddr {{ {spark_nodes} }} tcp dport {{ 1-65535 }}"]
 
 
-def test_a_port_the_host_sets_wins_and_a_port_of_0_opens_nothing() -> None:
+def test_a_port_the_host_sets_wins_and_a_port_of_0_opens_nothing(
+    site: dict[str, Any], tmp_path: Path
+) -> None:
     hostvars = {
         **HOSTVARS,
         "pi-5": {"ansible_host": "10.0.0.15", "kafka_sasl_port": 9095, "kafka_metrics_port": 0},
     }
-    rules = accepted(plan("pi-5", hostvars))
+    own = preflight_site_model(tmp_path, inventory_of(GROUPS, hostvars))
+    rules = accepted(plan("pi-5", own))
     assert rules["kafka-sasl"][0].endswith("tcp dport { 9095 }")
-    assert "kafka-metrics" not in rules and "kafka-sasl" not in accepted(plan("pi-3"))
+    assert "kafka-metrics" not in rules and "kafka-sasl" not in accepted(plan("pi-3", site))
 
 
-def test_the_master_opens_one_ui_port_per_app_and_each_apps_metrics() -> None:
-    rules = accepted(plan("pi-4"))
+def test_the_master_opens_one_ui_port_per_app_and_each_apps_metrics(site: dict[str, Any]) -> None:
+    rules = accepted(plan("pi-4", site))
     assert rules["spark-app-ui"] == ["ip saddr { 10.0.9.9 } tcp dport { 4040-4041 }"]
     assert rules["spark-app-metrics"] == ["ip saddr { 10.0.0.14, 10.0.9.9 } tcp dport { 9431, 9432 }"]
     assert rules["prometheus"][0].endswith("tcp dport { 9090 }")
 
 
-def test_an_agent_on_loopback_opens_no_metrics_port_and_one_on_its_address_does() -> None:
-    assert "edge-agent-metrics" not in accepted(plan("e2"))
-    assert accepted(plan("e1"))["edge-agent-metrics"] == [
+def test_an_agent_on_loopback_opens_no_metrics_port_and_one_on_its_address_does(site: dict[str, Any]) -> None:
+    assert "edge-agent-metrics" not in accepted(plan("e2", site))
+    assert accepted(plan("e1", site))["edge-agent-metrics"] == [
         "ip saddr { 10.0.0.14, 10.0.9.9 } tcp dport { 9108 }"
     ]
-    assert "kafka-client" not in accepted(plan("e1"))
+    assert "kafka-client" not in accepted(plan("e1", site))
 
 
-def test_an_admin_range_and_ipv6_sources_go_to_their_own_family() -> None:
-    rules = accepted(plan("pi-5", ssh=["192.168.1.0/24", "fd00::/64"], admin=["fd00::5"]))
+def test_an_admin_range_and_ipv6_sources_go_to_their_own_family(site: dict[str, Any]) -> None:
+    rules = accepted(plan("pi-5", site, ssh=["192.168.1.0/24", "fd00::/64"], admin=["fd00::5"]))
     assert rules["ssh"] == [
         "ip saddr { 10.0.9.9, 192.168.1.0/24 } tcp dport { 22 }",
         "ip6 saddr { fd00::/64 } tcp dport { 22 }",
@@ -155,14 +141,34 @@ def test_an_admin_range_and_ipv6_sources_go_to_their_own_family() -> None:
     assert rules["kafka-metrics"][-1] == "ip6 saddr { fd00::5 } tcp dport { 9404 }"
 
 
-def test_a_host_known_by_name_only_is_refused_naming_it() -> None:
-    hostvars = {**HOSTVARS, "pi-5": {"ansible_host": "pi-5.lan"}}
+def test_a_host_known_by_name_only_is_refused_naming_it(site: dict[str, Any]) -> None:
+    named = {**site, "hosts": {**site["hosts"], "pi-5": {**site["hosts"]["pi-5"], "address": "pi-5.lan"}}}
     with pytest.raises(AnsibleFilterError, match=re.escape("address of host pi-5 is 'pi-5.lan'")):
-        plan("pi-1", hostvars)
+        plan("pi-1", named)
 
 
-def test_a_source_range_that_is_no_range_names_its_variable() -> None:
+def test_a_source_range_that_is_no_range_names_its_variable(site: dict[str, Any]) -> None:
     f = load()
     spec = {"edge": {"groups": [], "ranges": ["devices.lan"], "var": "firewall_edge_sources"}}
     with pytest.raises(AnsibleFilterError, match="firewall_edge_sources"):
-        f.firewall_sources(spec, GROUPS, addresses(HOSTVARS))
+        f.firewall_sources(spec, GROUPS, site)
+
+
+def test_a_service_of_the_sites_own_opens_its_literal_ports_and_a_kit_service_the_model_lacks_is_named(
+    site: dict[str, Any],
+) -> None:
+    f = load()
+    mine = [{"name": "mqtt", "groups": ["spark_master"], "ports": [1883, 8883], "from": ["edge"]}]
+    sources = f.firewall_sources(classes(), GROUPS, site)
+    rules = accepted(f.firewall_rules("pi-4", site, GROUPS, mine, sources))
+    assert rules["mqtt"] == ["ip saddr { 10.0.1.1, 10.0.1.2, 192.168.7.0/24 } tcp dport { 1883, 8883 }"]
+    unknown = [{"name": "x", "groups": ["edge"], "service": "mqtt-broker", "from": ["edge"]}]
+    with pytest.raises(
+        AnsibleFilterError, match="firewall: service 'x': the site model has no service 'mqtt-broker'"
+    ):
+        f.firewall_rules("e1", site, GROUPS, unknown, sources)
+
+
+def test_every_service_the_firewall_opens_is_one_some_role_tells_the_model(site: dict[str, Any]) -> None:
+    told = {name for host in site["hosts"].values() for name in host["services"]}
+    assert {s["service"] for s in kit_services() if "service" in s} <= told

@@ -44,6 +44,8 @@ def render(
             "-e",
             f"out_dir={tmp_path}",
             "-e",
+            f"pikit_state_dir={tmp_path}/state",
+            "-e",
             json.dumps(extra or {}),
         ],
         capture_output=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.conftest import load_filter_plugin
 
 
@@ -23,8 +25,18 @@ def test_the_address_is_node_ip_else_ansible_host_else_the_name() -> None:
     assert [load().pikit_address(h, HOSTVARS) for h in ("k1", "k2", "k3")] == ["10.0.0.1", "pi-2", "k3"]
 
 
-def test_host_ports_prefer_the_cluster_address() -> None:
-    assert load().pikit_host_ports(["k1", "k2"], HOSTVARS, "9092") == ["10.0.0.1:9092", "pi-2:9092"]
+def test_a_bootstrap_list_comes_from_the_site_model_and_a_missing_service_is_a_filter_error() -> None:
+    from ansible.errors import AnsibleFilterError
+
+    told = {"_kafka_site": {"services": {"kafka-client": 9092}}}
+    hostvars = {host: {**facts, **told} for host, facts in HOSTVARS.items()}
+    site = load().pikit_site_model({"all": ["k1", "k2", "k3"]}, hostvars)
+    assert load().pikit_endpoints(site, "kafka-client", ["k1", "k2"]) == ["10.0.0.1:9092", "pi-2:9092"]
+    assert load().pikit_service_ports(site, "kafka-client", "k3") == [9092]
+    with pytest.raises(
+        AnsibleFilterError, match="site model: the site model has no service 'ssh' on host k1"
+    ):
+        load().pikit_endpoints(site, "ssh", ["k1"])
 
 
 def test_device_signing_keys_are_the_agents_own_derivation() -> None:

@@ -23,7 +23,7 @@ def preflight(
     hosts = hosts or {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.12"}}
     inventory = {
         "all": {
-            "vars": {"ansible_port": 1, **group_vars},
+            "vars": {"ansible_port": 1, "pikit_state_dir": str(tmp_path / "state"), **group_vars},
             "children": {group: {"hosts": hosts}},
         }
     }

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pikit.site import Site
+from pikit.site_model import site_model
 from pikit.status import throttled_devices
 
 PAGES = {
@@ -48,10 +49,12 @@ def port() -> Iterator[int]:
 
 
 def test_the_device_a_broker_delays_is_named_with_its_longest_delay(port: int) -> None:
+    told = {"_kafka_site": {"services": {"kafka-metrics": port}}}
     hostvars = {
-        "b1": {"ansible_host": "127.0.0.1", "kafka_metrics_port": port},
-        "b2": {"ansible_host": "127.0.0.2", "kafka_metrics_port": port},
-        "b3": {"ansible_host": "127.0.0.3", "kafka_metrics_port": port},  # down: says nothing
+        "b1": {"ansible_host": "127.0.0.1", **told},
+        "b2": {"ansible_host": "127.0.0.2", **told},
+        "b3": {"ansible_host": "127.0.0.3", **told},  # down: says nothing
     }
-    site = Site(Path("hosts.yml"), {"kafka_broker": ["b1", "b2", "b3"]}, hostvars)
+    model = site_model({"kafka_broker": ["b1", "b2", "b3"]}, hostvars)
+    site = Site(Path("hosts.yml"), {}, model)
     assert throttled_devices(site) == {"edge-1": 2.5}

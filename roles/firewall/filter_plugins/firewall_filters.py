@@ -1,9 +1,10 @@
 """Filters of the firewall role: one node's nftables rules from the inventory.
 
-Each service of the kit names the inventory groups that run it, the port it listens on (read as
-the host sets it, else from the owning role's defaults, so no port number is written twice) and
-the classes of sources that may reach it. A class is a set of addresses: the hosts of some groups,
-plus ranges the user sets. The result is a list of nftables match expressions, in order.
+Each service of the kit names the inventory groups that run it, the site model's service whose
+ports it opens (pikit/site_model.py: each role tells the model what its hosts serve, so no port
+number is written twice), and the classes of sources that may reach it. A class is a set of
+addresses: the hosts of some groups, plus ranges the user sets. The result is a list of nftables
+match expressions, in order.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from pikit.service_ports import ServiceError, endpoints, setting
+from pikit.site_model import SiteModelError, service_ports
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -34,36 +35,42 @@ def _text(network: Network) -> str:
 
 
 def firewall_sources(
-    classes: Mapping[str, Any], groups: Mapping[str, list[str]], addresses: Mapping[str, str]
+    classes: Mapping[str, Any], groups: Mapping[str, list[str]], site: Mapping[str, Any]
 ) -> dict[str, list[str]]:
     """Each source class ({name: {groups: [...], ranges: [...]}}) as a sorted list of networks:
-    the addresses of its groups' hosts (`addresses`: host -> pikit_address) and its extra ranges."""
+    the addresses of its groups' hosts (as the site model has them) and its extra ranges."""
     resolved: dict[str, list[str]] = {}
     for name, spec in classes.items():
         networks: set[Network] = set()
         for group in spec.get("groups", []):
             for host in groups.get(group, []):
-                networks.add(_network(addresses[host], f"the address of host {host}"))
+                networks.add(_network(site["hosts"][host]["address"], f"the address of host {host}"))
         for value in spec.get("ranges", []) or []:
             networks.add(_network(value, f"a range of source class {name!r} ({spec.get('var', name)})"))
         resolved[name] = [_text(n) for n in sorted(networks, key=lambda n: (n.version, n))]
     return resolved
 
 
-def _ports(
-    service: Mapping[str, Any], facts: Mapping[str, Any], role_defaults: Mapping[str, Mapping[str, Any]]
-) -> list[str]:
-    """The ports `service` listens on at this host, as nftables writes them ("9092", "4040-4041");
-    [] where it listens on none another node can reach."""
+def _ports(service: Mapping[str, Any], host: str, site: Mapping[str, Any]) -> list[str]:
+    """The ports `service` listens on at this host, as nftables writes them ("9092", "4040-4041"):
+    the site model's `service`, or a literal `port` or `ports` (a service of the site's own); []
+    where it listens on none another node can reach. `span`: the ports as one range."""
+    name = service.get("name", "?")
     try:
-        ports = [str(found.port) for found in endpoints(service, facts, role_defaults)]
-        if "span_var" in service and ports:
-            count = len(setting(service["span_var"], facts, role_defaults) or [])
-            first = int(ports[0])
-            ports = [f"{first}-{first + count - 1}"] if count > 1 else ports[:count]
-    except ServiceError as exc:
-        raise AnsibleFilterError(f"firewall: service {service.get('name', '?')!r}: {exc}") from None
-    return ports
+        if "service" in service:
+            ports = service_ports(site, service["service"], host)
+        elif "port" in service:
+            ports = [int(service["port"])]
+        elif "ports" in service:
+            ports = [int(port) for port in service["ports"]]
+        else:
+            raise SiteModelError("names no service, port or ports")
+    except (SiteModelError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"firewall: service {name!r}: {exc}") from None
+    ports = [port for port in ports if port]
+    if service.get("span") and len(ports) > 1:
+        return [f"{min(ports)}-{max(ports)}"]
+    return [str(port) for port in ports]
 
 
 def _split(networks: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -88,11 +95,10 @@ def _matches(proto: str, ports: list[str], v4: list[str], v6: list[str]) -> list
 
 def firewall_rules(
     host: str,
-    hostvars: Mapping[str, Any],
+    site: Mapping[str, Any],
     groups: Mapping[str, list[str]],
     services: list[Mapping[str, Any]],
     sources: Mapping[str, list[str]],
-    role_defaults: Mapping[str, Any],
 ) -> dict[str, Any]:
     """This host's rules: {accept: [{name, why, matches}], guarded: {tcp: [...], udp: [...]},
     peers: [{name, why, matches}]}.
@@ -101,7 +107,6 @@ def firewall_rules(
     those services use, which the template drops before `peers`, the services that open every
     port to a class (Spark's executors pick theirs at random): a port the kit names is reachable
     only from the sources it names, even on a host that is also a Spark node."""
-    facts = hostvars[host]
     member = {group for group, hosts in groups.items() if host in hosts} | {"all"}
     accept: list[dict[str, Any]] = []
     peers: list[dict[str, Any]] = []
@@ -126,7 +131,7 @@ def firewall_rules(
             if entry["matches"]:
                 peers.append(entry)
             continue
-        ports = _ports(service, facts, role_defaults)
+        ports = _ports(service, host, site)
         if not ports:
             continue
         guarded[proto] += [p for p in ports if p not in guarded[proto]]

@@ -7,39 +7,35 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from pikit.service_ports import ServiceError, endpoints
+from pikit.site_model import SiteModelError, service_targets
 
 
-def _targets(
-    job: Mapping[str, Any], facts: Mapping[str, Any], host_address: str, role_defaults: Mapping[str, Any]
-) -> list[str]:
+def _targets(job: Mapping[str, Any], host: str, site: Mapping[str, Any]) -> list[str]:
     """`address:port` of each endpoint `job` scrapes on a host; [] where it serves none that
-    another node can reach (port 0, or a listen address on loopback)."""
+    another node can reach."""
     try:
-        found = endpoints(job, facts, role_defaults)
-    except ServiceError as exc:
+        if "service" in job:
+            return service_targets(site, job["service"], host)
+        ports = [job["port"]] if "port" in job else list(job.get("ports", []))
+        address = site["hosts"][host]["address"]
+        return [f"{address}:{int(port)}" for port in ports if int(port)]
+    except (SiteModelError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"monitoring_jobs: job {job.get('name', '?')!r}: {exc}") from None
-    return [f"{endpoint.address or host_address}:{endpoint.port}" for endpoint in found]
 
 
 def monitoring_scrape_configs(
-    jobs: list[Mapping[str, Any]],
-    groups: Mapping[str, list[str]],
-    hostvars: Mapping[str, Any],
-    addresses: Mapping[str, str],
-    role_defaults: Mapping[str, Any] | None = None,
+    jobs: list[Mapping[str, Any]], groups: Mapping[str, list[str]], site: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
-    """Prometheus `scrape_configs` for `jobs` ({name, groups, path} and a port named one of the ways
-    pikit/service_ports.py reads, from each host's variables, else `role_defaults`): one static
-    config per host at its address (`addresses`: host -> pikit_address), labelled with its
-    inventory name (`host`), so that alerts name a host as the inventory does. A job with no target
-    on any host is left out."""
+    """Prometheus `scrape_configs` for `jobs` ({name, groups, path} and a `service` of the site
+    model, or a literal `port` or `ports`): one static config per host, labelled with its inventory
+    name (`host`), so that alerts name a host as the inventory does. A job with no target on any
+    host is left out."""
     configs = []
     for job in jobs:
         hosts = sorted({h for group in job["groups"] for h in groups.get(group, [])})
         statics = []
         for host in hosts:
-            targets = _targets(job, hostvars[host], addresses[host], role_defaults or {})
+            targets = _targets(job, host, site)
             if targets:
                 statics.append({"targets": targets, "labels": {"host": host}})
         if statics:

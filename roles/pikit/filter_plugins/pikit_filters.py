@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ansible.errors import AnsibleFilterError
 from edge_agent.signing import Keyring, device_key
 
-from pikit import revocation
-from pikit.service_ports import role_defaults
+from pikit import revocation, site_model
 
 
 def pikit_address(host: str, hostvars: Mapping[str, Any]) -> str:
-    """The address the other nodes reach `host` at: its `node_ip`, else its `ansible_host`, else its name."""
-    facts = hostvars[host]
-    return str(facts.get("node_ip") or facts.get("ansible_host") or host)
+    """The address the other nodes reach `host` at (pikit/site_model.py: node_ip, else ansible_host,
+    else its name); the site model holds it for every host."""
+    return site_model.address(host, hostvars)
 
 
-def pikit_host_ports(hosts: list[str], hostvars: Mapping[str, Any], port: int) -> list[str]:
-    """`address:port` of each host (bootstrap server lists)."""
-    return [f"{pikit_address(host, hostvars)}:{int(port)}" for host in hosts]
+def pikit_site_model(
+    groups: Mapping[str, Any], hostvars: Mapping[str, Any], cluster: str = ""
+) -> dict[str, Any]:
+    """The site model (pikit/site_model.py) from the inventory and what each role told of its hosts."""
+    with _as_filter_error():
+        return site_model.site_model(groups, hostvars, cluster)
+
+
+def pikit_endpoints(model: Mapping[str, Any], service: str, hosts: list[str]) -> list[str]:
+    """`address:port` of `service` on each of `hosts` (bootstrap lists)."""
+    with _as_filter_error():
+        return site_model.service_endpoints(model, service, hosts)
+
+
+def pikit_service_ports(model: Mapping[str, Any], service: str, host: str) -> list[int]:
+    """The ports `service` listens on at `host`."""
+    with _as_filter_error():
+        return site_model.service_ports(model, service, host)
+
+
+@contextmanager
+def _as_filter_error() -> Iterator[None]:
+    try:
+        yield
+    except site_model.SiteModelError as exc:
+        raise AnsibleFilterError(f"site model: {exc}") from None
 
 
 def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]:
@@ -77,21 +101,16 @@ def _file_name(path: object) -> str:
     return str(path).rsplit("/", 1)[-1]
 
 
-def pikit_role_defaults(kit_dir: str, roles: list[str]) -> dict[str, dict[str, Any]]:
-    """Each role's defaults as written, for the filters that read other roles' ports from them
-    (pikit/service_ports.py)."""
-    return role_defaults(kit_dir, roles)
-
-
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "pikit_address": pikit_address,
-            "pikit_host_ports": pikit_host_ports,
+            "pikit_site_model": pikit_site_model,
+            "pikit_endpoints": pikit_endpoints,
+            "pikit_service_ports": pikit_service_ports,
             "pikit_device_signing_keys": pikit_device_signing_keys,
             "pikit_device_keyring": pikit_device_keyring,
             "pikit_revocations": pikit_revocations,
             "pikit_packages_missing": pikit_packages_missing,
-            "pikit_role_defaults": pikit_role_defaults,
             "pikit_artifacts_missing": pikit_artifacts_missing,
         }
