@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from edge_agent.config import parse
-from edge_agent.contract import Reading, envelope
 from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics
 from edge_agent.sender import Sender
 from edge_agent.spool import Record, Spool
+from pikit_contract.readings import Reading, envelope
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
-from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
+from pikit_contract import signing
+from pikit_contract.readings import Reading, encode_batch
 
 from bench import lab as lab_
-from edge_agent import signing
 from pikit import REPO
 
 TOPIC = "sensor-readings"

@@ -38,7 +38,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
 from kafka.admin import (
     ACL,
@@ -52,10 +51,11 @@ from kafka.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from pikit_contract import signing
+from pikit_contract.readings import Reading, encode_batch
 
 from bench import eventlog
 from bench import lab as lab_
-from edge_agent import signing
 from pikit import REPO
 
 PREFIX = "pikit-bench-"

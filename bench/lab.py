@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer
+from pikit_contract import signing
 
-from edge_agent import signing
 from pikit import REPO
 from pikit.lab import spec_from_inventory
 from pikit.lab_image import lab_home

@@ -11,7 +11,7 @@ writes them to Spark's `noop` sink; the time is that job's wall clock. Contender
   the ceiling of a parser that checks nothing;
 - before / now, readings: `parse(...).readings`, the windows;
 - now, signatures checked: the same with every record's MAC and signer checked against
-  the devices' keys (edge_agent/signing.py), as the deployed apps do;
+  the devices' keys (pikit_contract/signing.py), as the deployed apps do;
 - before / now, readings and dead letters: what `sensor_aggregates` does per micro-batch,
   the windows and the dead letters from one parse (today: `Parsed.persist`; before: its
   two queries, each parsing).
@@ -32,7 +32,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from edge_agent.contract import Reading, encode_batch
+from pikit_contract import signing
+from pikit_contract.readings import Reading, encode_batch
 from pikit_spark import readings as now
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,7 +41,6 @@ from pyspark.sql import functions as F
 from bench.history import module_at
 from bench.rounds import alternate, print_table
 from bench.spark_count import peer_windows, windows
-from edge_agent import signing
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 PER_RECORD = 100

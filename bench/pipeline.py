@@ -32,11 +32,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from pikit_contract import signing
+from pikit_contract.readings import Reading, encode_batch
 
 from bench import lab as lab_
-from edge_agent import signing
 
 DEVICES = [f"bench-{i}" for i in range(10)]
 TOPIC = "sensor-readings"

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from edge_agent.failpoints import SINK_BEFORE_COMMIT
+from pikit_contract.failpoints import SINK_BEFORE_COMMIT
 from pikit_spark.sink import Record, TransactionalSink
 from pikit_testkit.broker import LocalBroker, new_topic
 

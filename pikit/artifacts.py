@@ -356,16 +356,23 @@ def requirement_pin(name: str) -> str:
 
 
 def fetch_agent_wheels(manifest: Manifest) -> None:
-    """The edge agent's wheel, built from edge_agent/, and its pure-Python dependency from PyPI."""
+    """The edge agent's wheel and pikit-contract's, built from edge_agent/ and contract/, and their
+    pure-Python dependency from PyPI."""
     target = cache_dir() / "agent"
-    version = role_default_pyproject(REPO / "edge_agent/pyproject.toml")
     kafka_python = requirement_pin("kafka-python")
-    agent_wheel = f"agent/pikit_edge_agent-{version}-py3-none-any.whl"
-    # The agent's wheel is rebuilt whenever its source changes, not only its version.
-    source = "built:" + tree_hash(REPO / "edge_agent")
-    if manifest.files.get(agent_wheel, {}).get("source") != source:
-        manifest.files.pop(agent_wheel, None)
-    wanted = {agent_wheel: source, f"agent/kafka_python-{kafka_python}-py3-none-any.whl": "pypi"}
+    # Each wheel of ours is rebuilt whenever its source changes, not only its version.
+    built = {
+        f"agent/{name}-{role_default_pyproject(REPO / folder / 'pyproject.toml')}-py3-none-any.whl": (
+            folder,
+            "built:" + tree_hash(REPO / folder),
+        )
+        for name, folder in (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract"))
+    }
+    for rel, (_, source) in built.items():
+        if manifest.files.get(rel, {}).get("source") != source:
+            manifest.files.pop(rel, None)
+    wanted = {rel: source for rel, (_, source) in built.items()}
+    wanted[f"agent/kafka_python-{kafka_python}-py3-none-any.whl"] = "pypi"
     if all(manifest.verified(rel) for rel in wanted):
         say(f"{len(wanted)} agent wheels: cached and verified")
         return
@@ -373,10 +380,15 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
     log = cache_dir() / ".logs" / "agent-wheels.log"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     with phase(f"agent wheels (log: {log})"):
-        with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
-            source_copy = Path(work) / "edge_agent"
-            shutil.copytree(REPO / "edge_agent", source_copy, ignore=shutil.ignore_patterns("__pycache__"))
-            run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log)
+        for rel, (folder, _) in built.items():
+            if manifest.verified(rel):
+                continue
+            with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
+                source_copy = Path(work) / folder
+                shutil.copytree(
+                    REPO / folder, source_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+                )
+                run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log)
         wheel_only = ["--no-deps", "--only-binary=:all:"]
         run([*pip, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
     for rel, source in wanted.items():

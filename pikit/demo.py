@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from edge_agent.contract import ContractError, decode_batch
 from kafka import KafkaConsumer, TopicPartition
+from pikit_contract.readings import ContractError, decode_batch
 
 from pikit import REPO
 from pikit.kafka_admin import kafka_admin

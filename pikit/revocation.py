@@ -7,7 +7,7 @@
 playbooks/edge-revoke.yml runs these; every other playbook only reads the record (the kafka role's
 deny ACLs, the keyring each Spark app checks records against), so that no later run lets a revoked
 device back in. A record is {device: {revoked_at, fence, serial}}: the fence is the readings
-topic's end offsets once every broker refused the device (edge_agent/signing.py), the serial names
+topic's end offsets once every broker refused the device (pikit_contract/signing.py), the serial names
 the certificate it held. A revocation is recorded before the brokers are told, its fence after they
 all refuse the device: one whose fence is null (a run that stopped in between) is denied by the
 brokers and not yet known to the apps, and the next run of the playbook sets its fence. The file is

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER
 from kafka import KafkaConsumer, TopicPartition
+from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 
 from pikit import revocation
 from pikit.kafka_admin import kafka_admin

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from edge_agent.signing import Keyring
+from pikit_contract.signing import Keyring
 from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import streaming_parser

@@ -12,29 +12,19 @@ import sys
 import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# The reading contract, record signing, the failpoints, the durable file operations, the watchdog and
-# the broker probe are the agent's own modules, shipped as they are (tests/unit/spark/test_bundle.py
-# checks none is missing).
-SOURCES = [
-    (HERE / "pikit_spark", "pikit_spark"),
-    (HERE.parent / "edge_agent/edge_agent/__init__.py", "edge_agent/__init__.py"),
-    (HERE.parent / "edge_agent/edge_agent/brokers.py", "edge_agent/brokers.py"),
-    (HERE.parent / "edge_agent/edge_agent/contract.py", "edge_agent/contract.py"),
-    (HERE.parent / "edge_agent/edge_agent/disk.py", "edge_agent/disk.py"),
-    (HERE.parent / "edge_agent/edge_agent/failpoints.py", "edge_agent/failpoints.py"),
-    (HERE.parent / "edge_agent/edge_agent/signing.py", "edge_agent/signing.py"),
-    (HERE.parent / "edge_agent/edge_agent/watchdog.py", "edge_agent/watchdog.py"),
-]
+import pikit_contract
+import pikit_spark
+
+# The apps' library and the package they share with the agent and the controller, each whole, as
+# installed (tests/unit/spark/test_bundle.py checks every module an app imports is in).
+PACKAGES = [pikit_spark, pikit_contract]
 
 
 def files() -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
-    for source, arcname in SOURCES:
-        if source.is_dir():
-            out += [(p, f"{arcname}/{p.relative_to(source)}") for p in source.rglob("*.py")]
-        else:
-            out.append((source, arcname))
+    for package in PACKAGES:
+        root = Path(str(package.__file__)).resolve().parent
+        out += [(p, f"{package.__name__}/{p.relative_to(root)}") for p in root.rglob("*.py")]
     return sorted(out, key=lambda item: item[1])
 
 

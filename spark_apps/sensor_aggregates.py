@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 
-from edge_agent.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
-from edge_agent.signing import Keyring
+from pikit_contract.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
+from pikit_contract.signing import Keyring
 from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from pikit_contract.readings import Reading
+from pikit_contract.watchdog import Watchdog
+
 from edge_agent import clock
 from edge_agent.config import Config
-from edge_agent.contract import Reading
 from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics, serve
 from edge_agent.sender import Sender
 from edge_agent.sensors import Sensor, build
 from edge_agent.spool import Spool
-from edge_agent.watchdog import Watchdog
 
 log = logging.getLogger("edge_agent")
 SHUTDOWN_DRAIN_SECONDS = 10.0

@@ -9,9 +9,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from pikit_contract.signing import read_key
+
 from edge_agent.config import Config, ConfigError, load
 from edge_agent.release import VERSION
-from edge_agent.signing import read_key
 
 DEFAULT_CONFIG = Path("/etc/edge-agent/config.toml")
 

@@ -33,18 +33,18 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.sensor_config import ConfigError, SensorConfig
+from edge_agent.sensors import sensor_types
 from edge_agent.spool import FSYNC_POLICIES, FULL_POLICIES
+
+__all__ = ["Config", "ConfigError", "KafkaConfig", "SensorConfig", "SpoolConfig", "load", "parse"]
 
 COMPRESSIONS = ("auto", "none", "gzip", "lz4", "zstd")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-
-
-class ConfigError(ValueError):
-    """Invalid configuration; the message starts with the offending key."""
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,6 @@ class SpoolConfig:
     fsync: str = "interval"
     fsync_interval: float = 1.0
     full_policy: str = "drop_oldest"
-
-
-@dataclass(frozen=True)
-class SensorConfig:
-    type: str
-    interval: float
-    name: str
-    options: dict[str, Any] = field(default_factory=dict)
-    timeout: float = 10.0  # a read taking longer fails; parse() defaults it to the interval
 
 
 @dataclass(frozen=True)
@@ -166,8 +157,6 @@ def parse(doc: dict[str, Any]) -> Config:
     _no_leftovers(m, "metrics.")
     if listen and not re.match(r"^[^\s]*:\d+$", listen):
         raise ConfigError(f"metrics.listen: host:port or empty, got {listen!r}")
-
-    from edge_agent.sensors import sensor_types  # sensors import this module: not at the top
 
     sensors = []
     names: set[str] = set()

@@ -1,7 +1,7 @@
 """The Kafka side of sending: the producer, one round as records of the contract, its acknowledgements.
 
 Readings go out in batches of `readings_per_record` per Kafka record (the contract's
-envelope), keyed by the device id and signed with the device's key (edge_agent/signing.py),
+envelope), keyed by the device id and signed with the device's key (pikit_contract/signing.py),
 with acks=all and the idempotent producer. While a
 broker is away the producer keeps retrying what is in flight itself: nothing is resent,
 so nothing is duplicated. A broker's return is noticed within MAX_BACKOFF_S.
@@ -16,13 +16,13 @@ from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
+from pikit_contract.brokers import Probe, answering, bootstrap_servers
+from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER, envelope
+from pikit_contract.signing import headers, read_key
 
-from edge_agent.brokers import Probe, answering, bootstrap_servers
 from edge_agent.config import Config
-from edge_agent.contract import RELEASE_HEADER, SPOOL_HEADER, envelope
 from edge_agent.release import VERSION
 from edge_agent.sender import MAX_BACKOFF_S
-from edge_agent.signing import headers, read_key
 from edge_agent.spool import Record
 
 log = logging.getLogger("edge_agent.sender")
@@ -94,7 +94,7 @@ class KafkaLink:
         self.config = config
         self.backlog = backlog  # the spool's depth, sent along in a header
         self.producer_factory = producer_factory
-        self.probe = probe  # which bootstrap servers answer now (edge_agent/brokers.py)
+        self.probe = probe  # which bootstrap servers answer now (pikit_contract/brokers.py)
         self.producer: Any = None
         # Read at start: a missing or broken key file stops the agent before it samples.
         key_file = config.kafka.signing_key_file

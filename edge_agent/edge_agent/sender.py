@@ -18,7 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from edge_agent.failpoints import BEFORE_SPOOL_COMMIT, fire_if_armed
+from pikit_contract.failpoints import BEFORE_SPOOL_COMMIT, fire_if_armed
+
 from edge_agent.metrics import Metrics
 from edge_agent.spool import Record, Spool
 
@@ -54,7 +55,7 @@ class Sender:
         self.per_round = readings_per_record * RECORDS_PER_ROUND
         self.failures = 0
         # When the loop last turned or, waiting on an acknowledgement, looked up: what the
-        # agent's watchdog tells systemd (edge_agent/watchdog.py). Waits in the loop are bounded
+        # agent's watchdog tells systemd (pikit_contract/watchdog.py). Waits in the loop are bounded
         # (a second per look, the producer's max_block_ms, the backoff): only a hang stops it.
         self.last_turn = time.time()
 

@@ -52,7 +52,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_agent.disk import Disk
+from pikit_contract.disk import Disk
 
 _HEADER = struct.Struct("<IIQQ")  # length of payload, crc32, index, seq
 MAX_PAYLOAD = 1 << 20  # a reading's JSON is far smaller; a larger length field is damage

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edge_agent.signing import Keyring
-from edge_agent.watchdog import Watchdog
+from pikit_contract.signing import Keyring
+from pikit_contract.watchdog import Watchdog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_agent.signing import Keyring
+from pikit_contract.signing import Keyring
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -88,15 +88,15 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--device-keys",
         default="",
-        help="the devices' keyring, JSON (edge_agent.signing.Keyring; the spark role writes it): a record "
-        "counts only when signed by the device it claims, not revoked; read again when it changes; "
+        help="the devices' keyring, JSON (pikit_contract.signing.Keyring, the spark role writes it): a "
+        "record counts only when signed by the device it claims, not revoked; read again when it changes; "
         "without it no record is checked",
     )
     return parser
 
 
 class KeyringFile:
-    """The devices' keyring (--device-keys, edge_agent.signing.Keyring), read again when the file
+    """The devices' keyring (--device-keys, pikit_contract.signing.Keyring), read again when the file
     changes: a device that joins, is revoked or is restored (the spark role rewrites the file
     whole) reaches a running app without a restart of the app."""
 
@@ -283,7 +283,7 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         # query that has not moved for spark_app_stall_seconds.
         .option("fetchOffset.numRetries", str(OFFSET_LOOKUP_TRIES))
         .option("fetchOffset.retryIntervalMs", "1000")
-        # The signer and its MAC travel as headers (edge_agent/signing.py).
+        # The signer and its MAC travel as headers (pikit_contract/signing.py).
         .option("includeHeaders", "true")
         # An executor's consumer reads offsets that the brokers already hold, and asks each
         # partition's range of offsets after each read. The Java client sends its next fetch

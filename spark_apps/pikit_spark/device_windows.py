@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from edge_agent.contract import Reading, encode_batch
+from pikit_contract.readings import Reading, encode_batch
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 

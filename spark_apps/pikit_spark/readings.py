@@ -1,4 +1,4 @@
-"""The reading contract (edge_agent/contract.py) as Spark transformations.
+"""The reading contract (pikit_contract/readings.py) as Spark transformations.
 
 A record in the agent's own form is read by Spark's JSON reader straight into the
 contract's types, at a plain parser's speed; any other record is parsed once into a
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.contract import (
+from pikit_contract.readings import (
     BAD_DEVICE,
     BAD_SEQ,
     BAD_TS,
@@ -36,7 +36,7 @@ from edge_agent.contract import (
     bad_name,
     lacks,
 )
-from edge_agent.signing import (
+from pikit_contract.signing import (
     BAD_MAC,
     FORGED,
     MAC_HEADER,
@@ -170,7 +170,7 @@ def parse(
 ) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
 
-    With `keys` (device id -> key, or a Keyring with revoked devices, edge_agent/signing.py),
+    With `keys` (device id -> key, or a Keyring with revoked devices, pikit_contract/signing.py),
     the records also need their `headers`, and a record counts only when its MAC is valid for
     its signer, its signer was not revoked at the record's offset, and its `device` is that
     signer; else it is a dead letter whose reason names the signer.
@@ -378,7 +378,7 @@ def _pad(key: bytes, byte: int) -> bytes:
 
 
 def _naming(reason: str, signer: Column) -> Column:
-    """edge_agent.signing.naming as a column."""
+    """pikit_contract.signing.naming as a column."""
     return F.concat(F.lit(f"{reason} (signer: "), signer, F.lit(")"))
 
 

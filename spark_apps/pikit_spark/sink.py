@@ -9,7 +9,7 @@ output topic). On a replay the marker already holds the id and the batch is skip
 `init_transactions()` fences the killed driver's producer and aborts whatever it left
 open. Consumers of these topics read with isolation.level=read_committed.
 
-A new producer bootstraps only from brokers that answer (`edge_agent.brokers.bootstrap_servers`):
+A new producer bootstraps only from brokers that answer (`pikit_contract.brokers.bootstrap_servers`):
 kafka-python waits on a hung broker's TLS handshake without a bound. Every call that waits on a
 broker has a bound (`call_timeout`): kafka-python's `send_offsets_to_transaction()` and `commit_transaction()`
 wait without one, and a commit in flight when the transaction coordinator went away hung a
@@ -46,11 +46,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edge_agent.brokers import bootstrap_servers
-from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
+from pikit_contract.brokers import bootstrap_servers
+from pikit_contract.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
 
 LOG = logging.getLogger("pikit.sink")
 

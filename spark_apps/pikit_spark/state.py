@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from edge_agent.disk import fsync_path
+from pikit_contract.disk import fsync_path
 from pyspark.sql import DataFrame, SparkSession
 
 TableRow = tuple[Any, ...]

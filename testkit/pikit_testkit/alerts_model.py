@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_agent.contract import Reading
+from pikit_contract.readings import Reading
 
 from pikit_testkit.pipeline_model import split_records
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edge_agent.failpoints import SINK_BEFORE_COMMIT, SINK_POINTS
+from pikit_contract.failpoints import SINK_BEFORE_COMMIT, SINK_POINTS
 
 from pikit import REPO
 

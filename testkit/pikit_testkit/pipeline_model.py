@@ -3,7 +3,7 @@
 The molecule verifier of the spark role and the end-to-end fault suite both judge the
 cluster's output against this model. It knows what sensor_aggregates knows:
 
-- a record not signed by the device it claims (edge_agent/signing.py), when the apps
+- a record not signed by the device it claims (pikit_contract/signing.py), when the apps
   check signatures (`authentic`), is a dead letter;
 - a record or reading that breaks the contract, or is stamped more than the clock skew
   ahead of processing, is a dead letter (the record as sent, once per broken record and
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_agent.contract import ContractError, Reading, decode_envelope, validate_reading
-from edge_agent.signing import forged_reason, verdict
+from pikit_contract.readings import ContractError, Reading, decode_envelope, validate_reading
+from pikit_contract.signing import forged_reason, verdict
 
 WindowKey = tuple[str, str, str, int]  # device, sensor, metric, window start (Unix seconds)
 Stats = tuple[int, float, float, float, float]  # count, min, max, mean, population stddev

@@ -68,10 +68,11 @@ from typing import Any
 import pytest
 import yaml
 from cryptography import x509
-from edge_agent.contract import Reading, encode_batch
-from edge_agent.failpoints import SINK_BEFORE_COMMIT
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
+from pikit_contract import signing
+from pikit_contract.failpoints import SINK_BEFORE_COMMIT
+from pikit_contract.readings import Reading, encode_batch
 from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
@@ -91,7 +92,6 @@ from pikit_testkit.nemesis import (
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
 from pikit_testkit.reach import reach_command
 
-from edge_agent import signing
 from pikit import REPO, lab, lab_image, prometheus
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape

@@ -20,13 +20,13 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from edge_agent.contract import decode_batch
 from edge_agent.sender import RECORDS_PER_ROUND, ROUNDS_IN_FLIGHT
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
+from pikit_contract import signing
+from pikit_contract.readings import decode_batch
 from pikit_testkit.polling import wait_for
 
-from edge_agent import signing
 from pikit import REPO
 from tests.integration.conftest import LocalBroker, free_port
 

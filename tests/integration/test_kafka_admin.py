@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import TopicAuthorizationFailedError
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
@@ -164,8 +165,8 @@ def test_the_rebuild_throttle_is_set_and_lifted(broker: str) -> None:
         try:
             found = admin.describe_configs(
                 [
-                    kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.BROKER, "1"),
-                    kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, READINGS["name"]),
+                    ConfigResource(ConfigResourceType.BROKER, "1"),
+                    ConfigResource(ConfigResourceType.TOPIC, READINGS["name"]),
                 ]
             )
         finally:
@@ -205,8 +206,8 @@ def test_the_replication_throttle_is_set_and_removed(broker: str) -> None:
     kafka_admin.run(params(broker, topics=[READINGS]), check=False)
     admin = kafka_admin.connect(params(broker))
     resources = [
-        kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.BROKER, "1"),
-        kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, "it-readings"),
+        ConfigResource(ConfigResourceType.BROKER, "1"),
+        ConfigResource(ConfigResourceType.TOPIC, "it-readings"),
     ]
 
     def throttles() -> dict[str, str]:
@@ -227,11 +228,11 @@ def test_the_replication_throttle_is_set_and_removed(broker: str) -> None:
     try:
         # A broker applies its dynamic configuration when it replays the metadata log: a describe
         # right after the change may still show the old values.
-        kafka_admin._throttle(admin, [1], ["it-readings"], 1048576)
+        kafka_admin.throttle(admin, [1], ["it-readings"], 1048576)
         with contextlib.suppress(AssertionError):
             wait_for("the throttles set", lambda: throttles() == expected, timeout=30, every=0.5)
         assert throttles() == expected
-        kafka_admin._throttle(admin, [1], ["it-readings"], None)
+        kafka_admin.throttle(admin, [1], ["it-readings"], None)
         with contextlib.suppress(AssertionError):
             wait_for("the throttles removed", lambda: throttles() == {}, timeout=30, every=0.5)
         assert throttles() == {}

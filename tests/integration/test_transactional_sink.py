@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.brokers import PROBE_TIMEOUT_S, answering
-from edge_agent.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
 from kafka.errors import KafkaError
+from pikit_contract.brokers import PROBE_TIMEOUT_S, answering
+from pikit_contract.failpoints import SINK_AFTER_COMMIT, SINK_BEFORE_COMMIT, SINK_POINTS
 from pikit_spark.sink import BoundedProducer, LineageError, Record, TransactionalSink
 from pikit_testkit.broker import LocalBroker, new_topic
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from edge_agent.failpoints import SINK_POINTS
+from pikit_contract.failpoints import SINK_POINTS
 from pikit_testkit import nemesis
 from pikit_testkit.nemesis import (
     ALWAYS,

@@ -40,7 +40,7 @@ def test_a_bootstrap_list_comes_from_the_site_model_and_a_missing_service_is_a_f
 
 
 def test_device_signing_keys_are_the_agents_own_derivation() -> None:
-    from edge_agent.signing import device_key
+    from pikit_contract.signing import device_key
 
     keys = load().pikit_device_signing_keys("s3cret", ["edge-2", "edge-1", "edge-2"])
     assert list(keys) == ["edge-1", "edge-2"]
@@ -48,7 +48,7 @@ def test_device_signing_keys_are_the_agents_own_derivation() -> None:
 
 
 def test_the_keyring_holds_every_key_and_only_the_fences_already_set(tmp_path: Path) -> None:
-    from edge_agent.signing import Keyring, device_key
+    from pikit_contract.signing import Keyring, device_key
 
     from pikit import revocation
 

@@ -22,7 +22,7 @@ from importlib import resources
 from importlib.metadata import entry_points
 from typing import Any, Protocol, TypeVar
 
-from edge_agent.config import ConfigError, SensorConfig
+from edge_agent.sensor_config import ConfigError, SensorConfig
 
 Measurement = tuple[str, float, str]
 ENTRY_POINTS = "pikit.edge_agent.sensors"

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from edge_agent.config import ConfigError
+from edge_agent.sensor_config import ConfigError
 from edge_agent.sensors import Measurement, option, register
 
 CHIP_ID = 0x60

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.config import ConfigError
+from edge_agent.sensor_config import ConfigError
 from edge_agent.sensors import Measurement, option, register
 
 

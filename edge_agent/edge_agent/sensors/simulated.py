@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_agent.config import ConfigError
+from edge_agent.sensor_config import ConfigError
 from edge_agent.sensors import Measurement, option, register
 
 # metric -> (start, step, low, high, unit)

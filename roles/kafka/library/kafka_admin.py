@@ -2,16 +2,24 @@
 """Declarative Kafka topics and ACLs, and the health gate of the rolling restart.
 
 Runs on the controller (kafka-python, the admin client's mTLS identity) so no
-JVM tool has to start on a Pi for each check.
+JVM tool has to start on a Pi for each check. A thin module: each of its jobs is a module_utils
+of the role (module_utils/kafka_*.py: acls, quotas, topics, scram, health, features, rebalance).
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
-import uuid
 from typing import Any
+
+from ansible.module_utils.kafka_acls import reconcile_acls, wait_applied
+from ansible.module_utils.kafka_client import connect
+from ansible.module_utils.kafka_features import features_to_raise, finalized_features, raise_features
+from ansible.module_utils.kafka_health import health_report, kafka_uuid
+from ansible.module_utils.kafka_quotas import reconcile_quotas
+from ansible.module_utils.kafka_rebalance import balanced_assignment, rebalance, throttle
+from ansible.module_utils.kafka_scram import reconcile_scram, scram_login_works
+from ansible.module_utils.kafka_topics import end_offsets, reconcile_topics
 
 DOCUMENTATION = r"""
 module: kafka_admin
@@ -93,586 +101,34 @@ end_offsets: {description: "{partition: end offset}", type: dict, returned: when
 """
 
 try:
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.admin import (
-        ACL,
-        ACLFilter,
-        ACLOperation,
-        ACLPermissionType,
-        ACLResourcePatternType,
-        ConfigResource,
-        ConfigResourceType,
-        KafkaAdminClient,
-        NewPartitions,
-        NewTopic,
-        ResourcePattern,
-        ResourcePatternFilter,
-        ResourceType,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
-    from kafka.errors import KafkaError
-    from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+    import kafka  # noqa: F401
 
     HAS_KAFKA = True
 except ImportError:  # reported by main() through fail_json
     HAS_KAFKA = False
 
-
-def acl_key(
-    principal: str, resource_type: str, name: str, pattern: str, op: str, perm: str, host: str
-) -> tuple[str, ...]:
-    return (principal, resource_type.upper(), name, pattern.upper(), op.upper(), perm.upper(), host)
-
-
-OPERATIONS = {
-    "ALL",
-    "READ",
-    "WRITE",
-    "CREATE",
-    "DELETE",
-    "ALTER",
-    "DESCRIBE",
-    "CLUSTER_ACTION",
-    "DESCRIBE_CONFIGS",
-    "ALTER_CONFIGS",
-    "IDEMPOTENT_WRITE",
-}
-
-
-def desired_acl_keys(acls: list[dict[str, Any]]) -> set[tuple[str, ...]]:
-    """Expand each entry's `operations` list into one key per ACL binding."""
-    keys = set()
-    for entry in acls:
-        unknown = sorted({op.upper() for op in entry["operations"]} - OPERATIONS)
-        if unknown:
-            raise ValueError(
-                f"kafka_acls entry for {entry['principal']}: unknown operations {unknown}; "
-                f"use {sorted(o.lower() for o in OPERATIONS)}"
-            )
-        for op in entry["operations"]:
-            keys.add(
-                acl_key(
-                    entry["principal"],
-                    entry["resource_type"],
-                    entry["resource_name"],
-                    entry.get("pattern_type", "literal"),
-                    op,
-                    entry.get("permission", "allow"),
-                    entry.get("host", "*"),
-                )
-            )
-    return keys
-
-
-def _acl_from_key(key: tuple[str, ...]) -> Any:
-    principal, rtype, name, pattern, op, perm, host = key
-    return ACL(
-        principal=principal,
-        host=host,
-        operation=ACLOperation[op],
-        permission_type=ACLPermissionType[perm],
-        resource_pattern=ResourcePattern(ResourceType[rtype], name, ACLResourcePatternType[pattern]),
-    )
-
-
-def _key_from_acl(acl: Any) -> tuple[str, ...]:
-    rp = acl.resource_pattern
-    return acl_key(
-        acl.principal,
-        ResourceType(rp.resource_type).name,
-        rp.resource_name,
-        ACLResourcePatternType(rp.pattern_type).name,
-        ACLOperation(acl.operation).name,
-        ACLPermissionType(acl.permission_type).name,
-        acl.host,
-    )
-
-
-def _all_acls_filter() -> Any:
-    return ACLFilter(
-        principal=None,
-        host=None,
-        operation=ACLOperation.ANY,
-        permission_type=ACLPermissionType.ANY,
-        resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
-    )
-
-
-def reconcile_acls(
-    admin: Any,
-    acls: list[dict[str, Any]],
-    remove_extra: bool,
-    check: bool,
-    owned: frozenset[str] = frozenset(),
-) -> tuple[list[str], list[str]]:
-    changes: list[str] = []
-    drift: list[str] = []
-    existing = {_key_from_acl(a) for a in admin.describe_acls(_all_acls_filter())[0]}
-    wanted = desired_acl_keys(acls)
-    missing = sorted(wanted - existing)
-    extra = sorted(existing - wanted)
-    if missing:
-        changes += [f"add ACL {k}" for k in missing]
-        if not check:
-            result = admin.create_acls([_acl_from_key(k) for k in missing])
-            if result["failed"]:
-                raise RuntimeError(f"creating ACLs failed: {result['failed']}")
-    for key in extra:
-        if not (remove_extra or key[0] in owned):
-            drift.append(f"ACL not in the inventory (kept; set kafka_acls_remove_extra): {key}")
-            continue
-        changes.append(f"remove ACL {key}")
-        if not check:
-            principal, rtype, name, pattern, op, perm, host = key
-            admin.delete_acls(
-                [
-                    ACLFilter(
-                        principal=principal,
-                        host=host,
-                        operation=ACLOperation[op],
-                        permission_type=ACLPermissionType[perm],
-                        resource_pattern=ResourcePatternFilter(
-                            ResourceType[rtype], name, ACLResourcePatternType[pattern]
-                        ),
-                    )
-                ]
-            )
-    return changes, drift
-
-
-def wait_applied(admin: Any, timeout: float) -> float:
-    """Seconds until every voter and observer (each broker) of the metadata quorum has the log up
-    to the high watermark seen now, that is every change made before this call."""
-    started = time.monotonic()
-    target = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]["high_watermark"]
-    while True:
-        quorum = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
-        behind = sorted(
-            r["replica_id"]
-            for r in quorum["current_voters"] + quorum.get("observers", [])
-            if r["log_end_offset"] < target
-        )
-        if not behind:
-            return round(time.monotonic() - started, 2)
-        if time.monotonic() - started >= timeout:
-            raise RuntimeError(
-                f"nodes {behind} did not apply the metadata log up to {target} within {timeout:.0f}s"
-            )
-        time.sleep(0.5)
-
-
-def end_offsets(params: dict[str, Any]) -> dict[str, int]:
-    consumer = KafkaConsumer(**_client_options(params))
-    try:
-        topic = params["topic"]
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not parts:
-            raise RuntimeError(f"topic {params['topic']} has no partitions (does it exist?)")
-        return {str(tp.partition): offset for tp, offset in sorted(consumer.end_offsets(parts).items())}
-    finally:
-        consumer.close()
-
-
-PRODUCE_QUOTA = "producer_byte_rate"
-
-
-def _quota_call(admin: Any, request: Any) -> Any:
-    """Send one request through the admin client's connection manager (kafka-python has no quota
-    API of its own), and raise the broker's error."""
-
-    async def call() -> Any:
-        return await admin._manager.send(request)
-
-    response = admin._manager.run(call)
-    for entry in [response, *(getattr(response, "entries", None) or [])]:
-        if getattr(entry, "error_code", 0):
-            raise RuntimeError(f"{type(request).__name__}: {entry.error_message or entry.error_code}")
-    return response
-
-
-def user_quotas(admin: Any) -> dict[str, float]:
-    """Every user's own producer quota (entities of a user alone, not of a user with a client id)."""
-    component = DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=2, match=None)
-    response = _quota_call(admin, DescribeClientQuotasRequest(components=[component], strict=True))
-    found = {}
-    for entry in response.entries or []:
-        [entity] = entry.entity
-        rate = next((v.value for v in entry.values if v.key == PRODUCE_QUOTA), None)
-        if entity.entity_name is not None and rate is not None:
-            found[entity.entity_name] = rate
-    return found
-
-
-def reconcile_quotas(
-    admin: Any, quotas: dict[str, float], owned: frozenset[str], check: bool
-) -> tuple[list[str], list[str]]:
-    existing = user_quotas(admin)
-    users = {principal.removeprefix("User:") for principal in owned}
-    changes: list[str] = []
-    drift: list[str] = []
-    ops: list[tuple[str, float | None]] = []
-    for user, rate in sorted(quotas.items()):
-        if existing.get(user) != float(rate):
-            changes.append(f"quota of {user}: {existing.get(user)} -> {float(rate):g} bytes/s")
-            ops.append((user, float(rate)))
-    for user in sorted(set(existing) - set(quotas)):
-        if user in users:
-            changes.append(f"quota of {user}: {existing[user]:g} bytes/s removed")
-            ops.append((user, None))
-        else:
-            drift.append(f"quota of {user} ({existing[user]:g} bytes/s) is not the kit's (left alone)")
-    if ops and not check:
-        entry, entity, op = (
-            AlterClientQuotasRequest.EntryData,
-            AlterClientQuotasRequest.EntryData.EntityData,
-            AlterClientQuotasRequest.EntryData.OpData,
-        )
-        entries = [
-            entry(
-                entity=[entity(entity_type="user", entity_name=user)],
-                ops=[op(key=PRODUCE_QUOTA, value=rate or 0.0, remove=rate is None)],
-            )
-            for user, rate in ops
-        ]
-        _quota_call(admin, AlterClientQuotasRequest(entries=entries, validate_only=False))
-    return changes, drift
-
-
-def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
-    changes: list[str] = []
-    drift: list[str] = []
-    current = {t["name"]: t for t in admin.describe_topics() if not t.get("is_internal")}
-    to_create = []
-    for topic in topics:
-        name = topic["name"]
-        config = {k: str(v) for k, v in (topic.get("config") or {}).items()}
-        if name not in current:
-            changes.append(f"create topic {name}")
-            to_create.append(
-                NewTopic(
-                    name, int(topic["partitions"]), int(topic["replication_factor"]), topic_configs=config
-                )
-            )
-            continue
-        partitions = current[name]["partitions"]
-        have = len(partitions)
-        rf = len(partitions[0]["replica_nodes"]) if partitions else 0
-        if int(topic["partitions"]) > have:
-            changes.append(f"raise {name} partitions {have} -> {topic['partitions']}")
-            if not check:
-                admin.create_partitions({name: NewPartitions(int(topic["partitions"]))})
-        elif int(topic["partitions"]) < have:
-            drift.append(f"{name}: {have} partitions, inventory asks {topic['partitions']} (cannot shrink)")
-        if rf != int(topic["replication_factor"]):
-            drift.append(
-                f"{name}: replication factor {rf}, inventory asks {topic['replication_factor']} "
-                "(change it with a partition reassignment)"
-            )
-        if config:
-            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-            actual = {k: v["value"] for k, v in described["topic"][name].items()}
-            differing = {k: v for k, v in config.items() if actual.get(k) != v}
-            if differing:
-                changes.append(f"set {name} config {differing}")
-                if not check:
-                    admin.alter_configs(
-                        [ConfigResource(ConfigResourceType.TOPIC, name, configs=differing)], incremental=True
-                    )
-    if to_create and not check:
-        admin.create_topics(to_create)
-    return changes, drift
-
-
-def scram_login_works(params: dict[str, Any], user: dict[str, str]) -> bool:
-    """A SCRAM login with this password succeeds: the password the cluster holds is this one."""
-    try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=params["sasl_bootstrap_servers"],
-            security_protocol="SASL_SSL",
-            sasl_mechanism="SCRAM-SHA-512",
-            sasl_plain_username=user["name"],
-            sasl_plain_password=user["password"],
-            ssl_cafile=params["ssl_cafile"],
-            request_timeout_ms=10000,
-            bootstrap_timeout_ms=10000,
-        )
-    except KafkaError:  # a refused login surfaces as a bootstrap timeout
-        return False
-    admin.close()
-    return True
-
-
-def reconcile_scram(admin: Any, params: dict[str, Any], check: bool) -> tuple[list[str], list[str]]:
-    users, iterations = params["scram_users"], params["scram_iterations"]
-    known = admin.describe_user_scram_credentials() if users or params["sasl_bootstrap_servers"] else {}
-    changes, upserts = [], []
-    for user in users:
-        infos = (known.get(user["name"]) or {}).get("credential_infos") or []
-        current = any(
-            i["mechanism"] == ScramMechanism.SCRAM_SHA_512 and i["iterations"] == iterations for i in infos
-        )
-        if current and scram_login_works(params, user):
-            continue
-        changes.append(f"SCRAM user {user['name']}: {'password reset' if infos else 'created'}")
-        upserts.append(
-            UserScramCredentialUpsertion(
-                user["name"], ScramMechanism.SCRAM_SHA_512, user["password"], iterations
-            )
-        )
-    if upserts and not check:
-        failed = {name: error for name, error in admin.alter_user_scram_credentials(upserts).items() if error}
-        if failed:
-            raise RuntimeError(f"SCRAM credentials not stored: {failed}")
-    listed = {user["name"] for user in users}
-    drift = [
-        f"SCRAM user {name} is not in kafka_scram_users (left alone)" for name in sorted(set(known) - listed)
-    ]
-    return changes, drift
-
-
-def disk_report(admin: Any, warn_share: float) -> tuple[dict[str, Any], list[str]]:
-    """Each broker's log directories (DescribeLogDirs, no partitions asked), and a warning for
-    each one fuller than `warn_share`: a broker says its disk is filling before it dies of it."""
-    disks: dict[str, Any] = {}
-    warnings = []
-    for broker in admin.describe_log_dirs(topic_partitions={}):
-        for log_dir in broker["log_dirs"]:
-            total, usable = log_dir["total_bytes"], log_dir["usable_bytes"]
-            used = round(1 - usable / total, 3) if total > 0 else None
-            disks.setdefault(str(broker["broker"]), {})[log_dir["log_dir"]] = {
-                "total_bytes": total,
-                "usable_bytes": usable,
-                "used_share": used,
-            }
-            if log_dir["error_code"]:
-                warnings.append(f"broker {broker['broker']}: log directory {log_dir['log_dir']} is offline")
-            elif used is not None and used >= warn_share:
-                warnings.append(
-                    f"broker {broker['broker']}: disk of {log_dir['log_dir']} is {used:.0%} full "
-                    f"({usable:,} of {total:,} bytes free; kafka_disk_warn_share={warn_share})"
-                )
-    return disks, warnings
-
-
-def kafka_uuid(value: uuid.UUID | str | None) -> str:
-    """A Kafka Uuid as Kafka's tools print and take it (22 base64url characters), "" for none."""
-    if value is None:
-        return ""
-    raw = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    if raw.int == 0:
-        return ""
-    return base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=")
-
-
-def health_report(
-    admin: Any,
-    expect_brokers: int,
-    max_lag: int,
-    disk_warn_share: float = 1.0,
-    expect_voters: list[int] | None = None,
-    quorum_only: bool = False,
-) -> dict[str, Any]:
-    urp, offline = [], []
-    for topic in admin.describe_topics():
-        for p in topic["partitions"]:
-            where = f"{topic['name']}-{p['partition_index']}"
-            if p["leader_id"] < 0:
-                offline.append(where)
-            elif len(p["isr_nodes"]) < len(p["replica_nodes"]):
-                urp.append(where)
-    brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced"))
-    quorum = admin.describe_metadata_quorum()["topics"][0]["partitions"][0]
-    hwm = quorum["high_watermark"]
-    lag = {v["replica_id"]: max(0, hwm - v["log_end_offset"]) for v in quorum["current_voters"]}
-    voters = sorted(lag)
-    quorum_healthy = (
-        all(v <= max_lag for v in lag.values())
-        and quorum["leader_id"] >= 0
-        and (not expect_voters or voters == sorted(expect_voters))
-    )
-    healthy = quorum_healthy and (quorum_only or (not urp and not offline and len(brokers) >= expect_brokers))
-    disks, disk_warnings = disk_report(admin, disk_warn_share)
-    return {
-        "healthy": healthy,
-        "under_replicated": urp,
-        "offline": offline,
-        "brokers": brokers,
-        "quorum_leader": quorum["leader_id"],
-        "quorum_lag": lag,
-        "quorum_voters": voters,
-        # A voter is its id and its metadata directory's id: a controller whose disk was replaced
-        # comes back with the same id and a new directory, and its old one must leave the voters.
-        "quorum_voter_dirs": {
-            str(v["replica_id"]): kafka_uuid(v.get("replica_directory_id")) for v in quorum["current_voters"]
-        },
-        "quorum_observers": sorted(o["replica_id"] for o in quorum.get("observers", [])),
-        "disks": disks,
-        "disk_warnings": disk_warnings,
-    }
-
-
-def finalized_features(admin: Any) -> dict[str, int]:
-    """{feature: finalized level} as the brokers report it (ApiVersions)."""
-    described = admin.describe_features()
-    return {name: int(info["finalized"][1]) for name, info in described.items() if "finalized" in info}
-
-
-def features_to_raise(finalized: dict[str, int], wanted: dict[str, int]) -> dict[str, int]:
-    """The wanted levels above the finalized ones: raising is all finalize does, never lowering."""
-    return {name: int(level) for name, level in sorted(wanted.items()) if int(level) > finalized.get(name, 0)}
-
-
-def raise_features(admin: Any, wanted: dict[str, int], check: bool) -> dict[str, Any]:
-    before = finalized_features(admin)
-    to_raise = features_to_raise(before, wanted)
-    if not to_raise or check:
-        return {"changed": bool(to_raise), "features_before": before, "features": before, "raised": to_raise}
-    outcome = admin.update_features(to_raise)
-    refused = {name: result for name, result in outcome.items() if result != "OK"}
-    if refused:
-        return {
-            "changed": False,
-            "failed": True,
-            "msg": f"feature upgrade refused: {refused}",
-            "features": before,
-        }
-    deadline = time.monotonic() + 60
-    after = finalized_features(admin)
-    while features_to_raise(after, to_raise) and time.monotonic() < deadline:
-        time.sleep(1)  # the brokers learn the new levels from the metadata log
-        after = finalized_features(admin)
-    result = {"changed": True, "features_before": before, "features": after, "raised": to_raise}
-    if features_to_raise(after, to_raise):
-        result.update(failed=True, msg=f"the brokers still report {after} a minute after raising {to_raise}")
-    return result
-
-
-def balanced_assignment(
-    current: dict[tuple[str, int], list[int]], serving: list[int]
-) -> dict[tuple[str, int], list[int]]:
-    """The partitions to move, each with its new replica list: every replica on a broker outside
-    `serving` goes to the emptiest serving broker the partition lacks; then one replica at a time
-    moves from the fullest broker to the emptiest, until their counts differ by at most one. A new
-    replica takes the old one's place in the list, so preferred leaders move as little as replicas.
-    Deterministic; a balanced cluster gives no move."""
-    brokers = sorted(set(serving))
-    target = {tp: list(replicas) for tp, replicas in current.items()}
-    load = dict.fromkeys(brokers, 0)
-    for replicas in target.values():
-        for broker in replicas:
-            if broker in load:
-                load[broker] += 1
-    for tp in sorted(target):
-        replicas = target[tp]
-        for i, broker in enumerate(replicas):
-            if broker in load:
-                continue
-            free = [b for b in brokers if b not in replicas]
-            if not free:
-                raise ValueError(
-                    f"{tp[0]}-{tp[1]} has {len(replicas)} replicas, "
-                    f"more than the {len(brokers)} brokers in service"
-                )
-            replicas[i] = min(free, key=lambda b: (load[b], b))
-            load[replicas[i]] += 1
-    while brokers:
-        fullest = max(brokers, key=lambda b: (load[b], -b))
-        emptiest = min(brokers, key=lambda b: (load[b], b))
-        if load[fullest] - load[emptiest] <= 1:
-            break
-        # Some partition on the fullest lacks the emptiest, or the emptiest would not be emptier.
-        movable = [tp for tp in sorted(target) if fullest in target[tp] and emptiest not in target[tp]]
-        tp = min(movable, key=lambda t: target[t][0] == fullest)  # a follower replica first
-        target[tp] = [emptiest if b == fullest else b for b in target[tp]]
-        load[fullest] -= 1
-        load[emptiest] += 1
-    return {tp: replicas for tp, replicas in target.items() if replicas != current[tp]}
-
-
-BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-
-
-def _throttle(admin: Any, brokers: list[int], topics: list[str], rate: int | None) -> None:
-    """Set the replication throttle on these brokers and topics, or (rate None) remove it."""
-
-    def value(v: str) -> Any:
-        return v if rate is not None else ("DELETE", "")
-
-    resources = [
-        ConfigResource(
-            ConfigResourceType.BROKER, str(b), configs={k: value(str(rate)) for k in BROKER_THROTTLES}
-        )
-        for b in brokers
-    ] + [
-        ConfigResource(ConfigResourceType.TOPIC, t, configs={k: value("*") for k in TOPIC_THROTTLES})
-        for t in topics
-    ]
-    admin.alter_configs(resources, incremental=True, raise_on_unknown=False)
-
-
-def rebalance(
-    admin: Any, serving: list[int], throttle: int, wait_timeout: int, check: bool
-) -> dict[str, Any]:
-    ongoing = admin.list_partition_reassignments()
-    if ongoing:
-        moving = sorted(f"{tp.topic}-{tp.partition}" for tp in ongoing)
-        msg = f"partitions are still moving from an earlier reassignment, run again when done: {moving}"
-        return {"changed": False, "failed": True, "msg": msg}
-    current = {
-        (t["name"], p["partition_index"]): list(p["replica_nodes"])
-        for t in admin.describe_topics()
-        for p in t["partitions"]
-    }
-    moves = balanced_assignment(current, serving)
-    result: dict[str, Any] = {
-        "changed": bool(moves),
-        "moves": [f"{t}-{p}: {current[(t, p)]} -> {r}" for (t, p), r in sorted(moves.items())],
-    }
-    if not moves or check:
-        return result
-    brokers = sorted({b for replicas in current.values() for b in replicas} | set(serving))
-    topics = sorted({t for t, _ in moves})
-    if throttle > 0:
-        _throttle(admin, brokers, topics, throttle)
-    try:
-        wanted = {TopicPartition(t, p): r for (t, p), r in moves.items()}
-        accepted = admin.alter_partition_reassignments(wanted)
-        refused = {f"{tp.topic}-{tp.partition}": str(error) for tp, error in accepted.items() if error}
-        if refused:
-            result.update(failed=True, msg=f"partition moves refused: {refused}")
-            return result
-        deadline = time.monotonic() + wait_timeout
-        while admin.list_partition_reassignments():
-            if time.monotonic() >= deadline:
-                result.update(
-                    failed=True,
-                    msg=f"partition moves not done within {wait_timeout}s; they go on, unthrottled from now",
-                )
-                return result
-            time.sleep(2)
-    finally:
-        if throttle > 0:
-            _throttle(admin, brokers, topics, None)
-    return result
-
-
-def _client_options(params: dict[str, Any]) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "bootstrap_servers": params["bootstrap_servers"],
-        "security_protocol": params["security_protocol"],
-        "request_timeout_ms": 15000,
-    }
-    if params["security_protocol"] == "SSL":
-        options.update(
-            ssl_cafile=params["ssl_cafile"], ssl_certfile=params["ssl_certfile"], ssl_check_hostname=True
-        )
-    return options
-
-
-def connect(params: dict[str, Any]) -> Any:
-    return KafkaAdminClient(**_client_options(params))
+__all__ = [
+    "ARGUMENT_SPEC",
+    "balanced_assignment",
+    "connect",
+    "end_offsets",
+    "features_to_raise",
+    "finalized_features",
+    "health_report",
+    "kafka_uuid",
+    "main",
+    "params_with_defaults",
+    "raise_features",
+    "rebalance",
+    "reconcile_acls",
+    "reconcile_quotas",
+    "reconcile_scram",
+    "reconcile_topics",
+    "run",
+    "scram_login_works",
+    "throttle",
+    "wait_applied",
+]
 
 
 def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
@@ -706,9 +162,10 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
     if params["action"] == "rebalance":
         admin = connect(params)
         try:
-            return rebalance(
+            moved: dict[str, Any] = rebalance(
                 admin, params["serving_brokers"], params["throttle_bytes"], params["wait_timeout"], check
             )
+            return moved
         finally:
             admin.close()
     if params["action"] == "throttle":
@@ -717,14 +174,15 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
         admin = connect(params)
         try:
             topics = sorted(t["name"] for t in admin.describe_topics())
-            _throttle(admin, params["serving_brokers"], topics, params["throttle_bytes"] or None)
+            throttle(admin, params["serving_brokers"], topics, params["throttle_bytes"] or None)
         finally:
             admin.close()
         return {"changed": True, "throttled_topics": len(topics) if params["throttle_bytes"] else 0}
     if params["action"] == "features":
         admin = connect(params)
         try:
-            return raise_features(admin, params["feature_levels"], check)
+            raised: dict[str, Any] = raise_features(admin, params["feature_levels"], check)
+            return raised
         finally:
             admin.close()
     admin = connect(params)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from edge_agent.signing import Keyring, device_key
+from pikit_contract.signing import Keyring, device_key
 
 from pikit import revocation, site_model
 
@@ -49,7 +49,7 @@ def _as_filter_error() -> Iterator[None]:
 
 
 def pikit_device_signing_keys(secret: str, devices: list[str]) -> dict[str, str]:
-    """Each device's signing key (hex), derived from the site secret as edge_agent/signing.py does."""
+    """Each device's signing key (hex), derived from the site secret as pikit_contract/signing.py does."""
     return {device: device_key(secret.encode(), device).hex() for device in sorted(set(devices))}
 
 
@@ -59,7 +59,7 @@ def pikit_revocations(record: str) -> dict[str, dict[str, Any]]:
 
 
 def pikit_device_keyring(secret: str, devices: list[str], revocations: Mapping[str, Any]) -> str:
-    """The keyring a Spark app checks records against (edge_agent.signing.Keyring, as JSON): every
+    """The keyring a Spark app checks records against (pikit_contract.signing.Keyring, as JSON): every
     device's key, a revoked one's too (for what it wrote before its fence), and the fences.
     A revocation whose fence is still pending is left to the brokers' deny until it has one."""
     names = sorted(set(devices) | set(revocations))

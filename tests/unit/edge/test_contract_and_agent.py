@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 from edge_agent.agent import Agent
 from edge_agent.config import parse
-from edge_agent.contract import ContractError, Reading, decode_batch, encode_batch, envelope
 from edge_agent.kafka_link import pick_compression
 from edge_agent.spool import Record
-
-from edge_agent import contract
+from pikit_contract import readings as contract
+from pikit_contract.readings import ContractError, Reading, decode_batch, encode_batch, envelope
 
 
 def reading(seq: int, **changes: Any) -> dict[str, Any]:

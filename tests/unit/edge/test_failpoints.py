@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from edge_agent.failpoints import BEFORE_SPOOL_COMMIT
+from pikit_contract.failpoints import BEFORE_SPOOL_COMMIT
 
 from pikit import REPO
 
-CALL = "import sys; from edge_agent.failpoints import fire_if_armed as c; c(sys.argv[1], sys.argv[2])"
+CALL = "import sys; from pikit_contract.failpoints import fire_if_armed as c; c(sys.argv[1], sys.argv[2])"
 
 
 def test_an_armed_failpoint_kills_once(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_an_armed_failpoint_kills_once(tmp_path: Path) -> None:
 
 
 def test_a_hold_failpoint_waits_its_seconds_once_and_goes_on(tmp_path: Path) -> None:
-    from edge_agent.failpoints import fire_if_armed
+    from pikit_contract.failpoints import fire_if_armed
 
     (tmp_path / "failpoints").mkdir()
     (tmp_path / "failpoints" / BEFORE_SPOOL_COMMIT).write_text("hold 0.5\n")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from edge_agent.config import ConfigError, parse
-
-from edge_agent import signing
+from pikit_contract import signing
 
 SECRET = b"site secret"
 

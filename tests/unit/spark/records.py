@@ -16,7 +16,7 @@ def reading(
 
 
 def batch(device: str, readings: list[Any]) -> bytes:
-    """A record as the agent writes it (edge_agent.contract.encode_batch), whatever its readings hold."""
+    """A record as the agent writes it (pikit_contract.readings.encode_batch), whatever its readings hold."""
     return json.dumps({"schema": 1, "device": device, "readings": readings}, separators=(",", ":")).encode()
 
 

@@ -8,7 +8,7 @@ import json
 import random
 
 import pytest
-from edge_agent.contract import Reading
+from pikit_contract.readings import Reading
 from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.presence import presence
 from pikit_spark.state import Tables

@@ -26,7 +26,8 @@ def test_every_kit_module_the_apps_import_is_in_the_bundle(tmp_path: Path) -> No
                 names = [alias.name for alias in node.names]
             else:
                 continue
-            needed |= {n for n in names if n.split(".")[0] in ("edge_agent", "pikit_spark")}
+            assert not any(n.split(".")[0] == "edge_agent" for n in names), "the apps do not import the agent"
+            needed |= {n for n in names if n.split(".")[0] in ("pikit_contract", "pikit_spark")}
 
     def resolves(name: str) -> bool:
         parts = name.split(".")
@@ -37,4 +38,9 @@ def test_every_kit_module_the_apps_import_is_in_the_bundle(tmp_path: Path) -> No
 
     missing = sorted(n for n in needed if "." in n and not resolves(n))
     assert not missing, f"imported by the apps but not in the bundle: {missing}"
-    assert "edge_agent/signing.py" in shipped
+    assert {
+        "pikit_contract/signing.py",
+        "pikit_contract/readings.py",
+        "pikit_contract/__init__.py",
+    } <= shipped
+    assert not any(name.startswith("edge_agent/") for name in shipped)

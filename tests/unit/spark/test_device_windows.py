@@ -10,7 +10,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from edge_agent.contract import Reading, encode_batch
+from pikit_contract.readings import Reading, encode_batch
 from pikit_spark.device_windows import (
     LATE_CLOSED,
     LATE_HORIZON,

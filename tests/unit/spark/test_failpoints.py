@@ -9,12 +9,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from edge_agent.failpoints import AFTER_KAFKA_COMMIT
+from pikit_contract.failpoints import AFTER_KAFKA_COMMIT
 
 # A stand-in driver: a child (the JVM's place) and the caller share a process group.
 DRIVER = textwrap.dedent("""
     import subprocess, sys
-    from edge_agent.failpoints import fire_if_armed
+    from pikit_contract.failpoints import fire_if_armed
     child = subprocess.Popen(["sleep", "60"])
     print(child.pid, flush=True)
     fire_if_armed(sys.argv[1], sys.argv[2], process_group=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.signing import Keyring
+from pikit_contract.signing import Keyring
 from pikit_spark import app as app_module
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import KeyringFile

@@ -6,12 +6,12 @@ import json
 import time
 from typing import Any
 
-from edge_agent.contract import BAD_VALUE, NOT_JSON, ContractError, decode_envelope, validate_reading
+from pikit_contract import signing
+from pikit_contract.readings import BAD_VALUE, NOT_JSON, ContractError, decode_envelope, validate_reading
 from pikit_spark.readings import dead_letter_records, in_agent_form, parse, too_far_ahead
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from edge_agent import signing
 from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
 
 
@@ -168,7 +168,7 @@ def test_a_reading_from_the_future_is_a_dead_letter_and_never_a_reading(spark: S
 
 def test_signatures_agree_with_the_agents_signing_module_reason_for_reason(spark: SparkSession) -> None:
     """A record counts only when signed by a known device that is the device it claims; every
-    other record is one dead letter whose reason names the signer, as edge_agent.signing says."""
+    other record is one dead letter whose reason names the signer, as pikit_contract.signing says."""
     secret = b"site secret"
     keys = {d: signing.device_key(secret, d) for d in ("edge-1", "edge-2")}
     own = batch("edge-1", [reading(1, T0), reading(2, T0)])
@@ -233,7 +233,7 @@ def test_a_revoked_devices_records_from_its_fence_on_are_dead_letters_saying_rev
 ) -> None:
     """Below its fence a revoked device's record is read as before (written while trusted); at
     and past it, and anywhere in a partition the fence does not name, it is a dead letter
-    `revoked`, as edge_agent.signing.verdict says for the same position. Others are untouched."""
+    `revoked`, as pikit_contract.signing.verdict says for the same position. Others are untouched."""
     secret = b"site secret"
     keys = {d: signing.device_key(secret, d) for d in ("edge-1", "edge-2")}
     ring = signing.Keyring(keys, {"edge-1": {0: 2, 1: 1}})

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from edge_agent.watchdog import Watchdog, alive, notify
+from pikit_contract.watchdog import Watchdog, alive, notify
 from pikit_spark.metrics import AppMetrics
 
 

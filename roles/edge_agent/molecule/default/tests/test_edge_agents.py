@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.contract import decode_batch
 from edge_agent.flash import unit
 from edge_agent.sensors import device_nodes
+from pikit_contract.readings import decode_batch
 from pikit_testkit.molecule_lab import journal, playbook, podman, recap
 from pikit_testkit.polling import wait_for
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.contract import decode_batch
+from pikit_contract.readings import decode_batch
 from pikit_testkit.polling import wait_for
 
 from pikit.topic import read_to_end

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.contract import Reading, encode_batch
 from kafka import KafkaProducer
+from pikit_contract import signing
+from pikit_contract.readings import Reading, encode_batch
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome
 from pikit_testkit.polling import wait_for
 
-from edge_agent import signing
 from pikit.topic import mtls_client, read_to_end
 
 MASTER_NAME, _, MASTER_IP = os.environ.get("SPARK_TEST_MASTER", "").partition("=")

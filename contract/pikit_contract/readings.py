@@ -12,7 +12,7 @@ consumer finds gaps and drops duplicates by (device, seq). `ts` is the event tim
 Unix seconds (UTC). Batching readings per record is what lets a Pi Zero keep up.
 
 Headers: the agent's release in `pikit-agent` (what a roll-out waits for), and the
-device's signature (edge_agent/signing.py).
+device's signature (pikit_contract/signing.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,78 @@
+"""Topics: created, partitions raised, configs set; and a topic's end offsets.
+
+A module_utils of the kafka role (library/kafka_admin.py is the module).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ansible.module_utils.kafka_client import client_options
+
+# Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
+with contextlib.suppress(ImportError):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        NewPartitions,
+        NewTopic,
+    )
+
+
+def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
+    changes: list[str] = []
+    drift: list[str] = []
+    current = {t["name"]: t for t in admin.describe_topics() if not t.get("is_internal")}
+    to_create = []
+    for topic in topics:
+        name = topic["name"]
+        config = {k: str(v) for k, v in (topic.get("config") or {}).items()}
+        if name not in current:
+            changes.append(f"create topic {name}")
+            to_create.append(
+                NewTopic(
+                    name, int(topic["partitions"]), int(topic["replication_factor"]), topic_configs=config
+                )
+            )
+            continue
+        partitions = current[name]["partitions"]
+        have = len(partitions)
+        rf = len(partitions[0]["replica_nodes"]) if partitions else 0
+        if int(topic["partitions"]) > have:
+            changes.append(f"raise {name} partitions {have} -> {topic['partitions']}")
+            if not check:
+                admin.create_partitions({name: NewPartitions(int(topic["partitions"]))})
+        elif int(topic["partitions"]) < have:
+            drift.append(f"{name}: {have} partitions, inventory asks {topic['partitions']} (cannot shrink)")
+        if rf != int(topic["replication_factor"]):
+            drift.append(
+                f"{name}: replication factor {rf}, inventory asks {topic['replication_factor']} "
+                "(change it with a partition reassignment)"
+            )
+        if config:
+            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+            actual = {k: v["value"] for k, v in described["topic"][name].items()}
+            differing = {k: v for k, v in config.items() if actual.get(k) != v}
+            if differing:
+                changes.append(f"set {name} config {differing}")
+                if not check:
+                    admin.alter_configs(
+                        [ConfigResource(ConfigResourceType.TOPIC, name, configs=differing)], incremental=True
+                    )
+    if to_create and not check:
+        admin.create_topics(to_create)
+    return changes, drift
+
+
+def end_offsets(params: dict[str, Any]) -> dict[str, int]:
+    consumer = KafkaConsumer(**client_options(params))
+    try:
+        topic = params["topic"]
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not parts:
+            raise RuntimeError(f"topic {params['topic']} has no partitions (does it exist?)")
+        return {str(tp.partition): offset for tp, offset in sorted(consumer.end_offsets(parts).items())}
+    finally:
+        consumer.close()
