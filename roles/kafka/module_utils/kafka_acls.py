@@ -1,7 +1,4 @@
-"""ACLs: the inventory's entries as bindings, reconciled; and the wait until every broker applied them.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""ACLs: the inventory's entries as bindings, reconciled; and the wait until every broker applied them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The admin client of the kafka role's modules: kafka-python, with the admin's mTLS identity.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""The admin client of the kafka role's modules: kafka-python, with the admin's mTLS identity."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Feature levels: reported, and raised (an upgrade's finalize), never lowered.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""Feature levels: reported, and raised (an upgrade's finalize), never lowered."""
 
 from __future__ import annotations
 

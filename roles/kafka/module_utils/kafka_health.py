@@ -1,7 +1,4 @@
-"""The cluster's health: partitions, brokers, the metadata quorum, and the brokers' disks.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""The cluster's health: partitions, brokers, the metadata quorum, and the brokers' disks."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Client quotas: each user's producer byte rate, reconciled (kafka-python has no quota API).
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""Client quotas: each user's producer byte rate, reconciled (kafka-python has no quota API)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Replica placement: the moves that balance the brokers in service, made under a replication throttle.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""Replica placement: the moves that balance the brokers in service, made under a replication throttle."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""SCRAM-SHA-512 users: created, and a password reset when a login with the listed one fails.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""SCRAM-SHA-512 users: created, and a password reset when a login with the listed one fails."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Topics: created, partitions raised, configs set; and a topic's end offsets.
-
-A module_utils of the kafka role (library/kafka_admin.py is the module).
-"""
+"""Topics: created, partitions raised, configs set; and a topic's end offsets."""
 
 from __future__ import annotations
 
