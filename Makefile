@@ -38,7 +38,7 @@ lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
 	@$(PY) -m pikit.targets lint
 
 unit: bootstrap ## unit tests only
-	@$(PY) -m pytest -q -n 2 tests/unit
+	@$(PY) -m pytest -q -n 2 tests/unit edge_agent/edge_agent/sensors
 
 integration: bootstrap artifacts ## integration tests only (real Kafka from the cache)
 	@$(PY) -m pytest -q tests/integration

@@ -162,6 +162,8 @@ def lint_phases() -> list[tuple[str, Step]]:
 LIGHT_SCENARIOS = {"molecule common/default"}
 # Each pytest phase names its ten slowest tests, so that the next slow one shows itself.
 DURATIONS = "--durations=10"
+# The unit tests: tests/unit, and each sensor's own beside it (edge_agent/sensors/<type>/).
+UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
 def test_phases() -> list[Phase | Beside]:
@@ -188,7 +190,7 @@ def test_phases() -> list[Phase | Beside]:
     and three labs at once on two cores made flakes: the end-to-end lab's sshd slower than 60 s,
     a SCRAM read past 15 s, a killed driver healed in 131 s."""
     python = VENV_BIN / "python"
-    unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "tests/unit"))]
+    unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", *UNIT_TESTS))]
     integration = [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "tests/integration")),
