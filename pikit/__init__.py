@@ -9,7 +9,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def role_default(role: str, key: str) -> str:
-    """A role's default (its defaults/main.yml, the role's interface): versions and thresholds are
-    set there once, and the controller-side tools read them from there."""
+    """A role's default as written (its defaults/main.yml): the kit's pinned versions, which
+    `make artifacts` caches before any inventory exists. A value a site runs with is the site
+    model's (pikit/site.py), as Ansible resolved it, never this."""
     defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
     return str(defaults[key])

@@ -69,13 +69,17 @@ def test_each_host_is_one_target_labelled_with_its_inventory_name_at_its_own_por
     ]
 
 
-def test_port_0_leaves_a_host_out_and_a_job_without_targets_is_left_out(tmp_path: Path) -> None:
-    hostvars = {**HOSTVARS, "pi-2": {**HOSTVARS["pi-2"], "kafka_metrics_port": 0}}
+def test_a_host_without_an_endpoint_is_left_out_and_a_job_without_targets_is_left_out(
+    site: dict[str, Any],
+) -> None:
+    """pi-2's exporter off (kafka_metrics_port 0: the kafka role tells no endpoint)."""
+    hosts = {**site["hosts"], "pi-2": {**site["hosts"]["pi-2"]}}
+    hosts["pi-2"]["services"] = {**hosts["pi-2"]["services"], "kafka-metrics": []}
     jobs = [
         {"name": "kafka", "groups": ["kafka_broker"], "service": "kafka-metrics"},
         {"name": "mine", "groups": ["monitoring"], "port": 8081},
     ]
-    configs = load().monitoring_scrape_configs(jobs, GROUPS, model(tmp_path, hostvars))
+    configs = load().monitoring_scrape_configs(jobs, GROUPS, {**site, "hosts": hosts})
     assert [(c["job_name"], [s["labels"]["host"] for s in c["static_configs"]]) for c in configs] == [
         ("kafka", ["pi-1"])
     ]
