@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pikit import REPO
-from pikit.site_model import SiteModelError, service_endpoints
+from pikit.site_model import SiteModelError, service_addresses, service_endpoints, service_ports
 
 VENV_BIN = REPO / ".venv/bin"
 
@@ -25,6 +27,14 @@ VENV_BIN = REPO / ".venv/bin"
 class SiteError(ValueError):
     """The inventory or its site model cannot be read, or lacks what a tool needs; the message
     names it."""
+
+
+@contextmanager
+def _as_site_error() -> Iterator[None]:
+    try:
+        yield
+    except SiteModelError as exc:
+        raise SiteError(str(exc)) from None
 
 
 def _is_template(value: Any) -> bool:
@@ -74,15 +84,18 @@ class Site:
 
     def endpoints(self, service: str, hosts: list[str]) -> list[str]:
         """`address:port` of `service` on each of `hosts` that serves it."""
-        try:
+        with _as_site_error():
             return service_endpoints(self.model, service, hosts)
-        except SiteModelError as exc:
-            raise SiteError(str(exc)) from None
+
+    def addresses(self, service: str, hosts: list[str]) -> list[tuple[str, int]]:
+        """(address, port) of `service` on each of `hosts` that serves it."""
+        with _as_site_error():
+            return service_addresses(self.model, service, hosts)
 
     def port(self, service: str, host: str) -> int:
         """The first port of `service` at `host`; 0 where it serves none."""
-        found = self.endpoints(service, [host])
-        return int(found[0].rpartition(":")[2]) if found else 0
+        with _as_site_error():
+            return next(iter(service_ports(self.model, service, host)), 0)
 
     def setting(self, name: str) -> Any:
         """A value the site runs with, as the roles told the model."""

@@ -136,16 +136,17 @@ def _told(model: Mapping[str, Any], host: str, service: str) -> list[dict[str, A
     return found
 
 
+def service_addresses(model: Mapping[str, Any], service: str, hosts: Iterable[str]) -> list[tuple[str, int]]:
+    """(address, port) of `service` on each of `hosts`, in their order."""
+    return [(e["address"], e["port"]) for host in hosts for e in _told(model, host, service)]
+
+
 def service_endpoints(model: Mapping[str, Any], service: str, hosts: Iterable[str]) -> list[str]:
-    """`address:port` of `service` on each of `hosts`, in their order (bootstrap lists)."""
-    return [f"{e['address']}:{e['port']}" for host in hosts for e in _told(model, host, service)]
+    """`address:port` of `service` on each of `hosts`, in their order (bootstrap lists, scrape
+    targets)."""
+    return [f"{address}:{port}" for address, port in service_addresses(model, service, hosts)]
 
 
 def service_ports(model: Mapping[str, Any], service: str, host: str) -> list[int]:
     """The ports `service` listens on at `host`; [] where it serves no other node."""
     return [e["port"] for e in _told(model, host, service)]
-
-
-def service_targets(model: Mapping[str, Any], service: str, host: str) -> list[str]:
-    """`address:port` of each endpoint of `service` at `host` (what Prometheus scrapes)."""
-    return service_endpoints(model, service, [host])

@@ -98,8 +98,8 @@ def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
 
 def listening_brokers(site: Site) -> list[str]:
     """host:port of each broker of the inventory that accepts a connection on the client port."""
-    found = site.endpoints("kafka-client", site.hosts("kafka_broker"))
-    return [endpoint for endpoint in found if _reachable(*_split(endpoint))]
+    found = site.addresses("kafka-client", site.hosts("kafka_broker"))
+    return [f"{address}:{port}" for address, port in found if _reachable(address, port)]
 
 
 def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
@@ -426,11 +426,6 @@ def _certificate_expiry(path: Path) -> float | None:
     return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc.timestamp()
 
 
-def _split(endpoint: str) -> tuple[str, int]:
-    address, _, port = endpoint.rpartition(":")
-    return address, int(port)
-
-
 def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] | None:
     """The node's /etc/os-release as its node exporter reports it (`node_os_info`), or None when
     the exporter does not answer."""
@@ -444,16 +439,14 @@ def os_release(address: str, port: int, timeout: float = 3.0) -> dict[str, str] 
 
 def node_parts(site: Site) -> list[Part]:
     addresses = {host: site.address(host) for host in sorted(site.hosts("all"))}
-    exporters = {host: site.endpoints("node-exporter", [host]) for host in addresses}
+    exporters = {host: site.addresses("node-exporter", [host]) for host in addresses}
     with ThreadPoolExecutor(max_workers=8) as pool:
-        releases = list(
-            pool.map(lambda found: os_release(*_split(found[0])) if found else None, exporters.values())
-        )
+        releases = list(pool.map(lambda found: os_release(*found[0]) if found else None, exporters.values()))
     parts = []
     for (host, address), release in zip(addresses.items(), releases, strict=True):
         part = Part(host, {"address": address})
         if release is None:
-            where = exporters[host][0] if exporters[host] else "no port (the site runs none)"
+            where = "{}:{}".format(*exporters[host][0]) if exporters[host] else "no port (the site runs none)"
             part.details["os"] = f"unknown: no node exporter answers at {where}"
         else:
             part.details.update(

@@ -7,6 +7,7 @@ from types import ModuleType
 
 import pytest
 
+from pikit import site_model
 from tests.conftest import load_filter_plugin
 
 
@@ -22,7 +23,7 @@ HOSTVARS = {
 
 
 def test_the_address_is_node_ip_else_ansible_host_else_the_name() -> None:
-    assert [load().pikit_address(h, HOSTVARS) for h in ("k1", "k2", "k3")] == ["10.0.0.1", "pi-2", "k3"]
+    assert [site_model.address(h, HOSTVARS) for h in ("k1", "k2", "k3")] == ["10.0.0.1", "pi-2", "k3"]
 
 
 def test_a_bootstrap_list_comes_from_the_site_model_and_a_missing_service_is_a_filter_error() -> None:
@@ -32,7 +33,7 @@ def test_a_bootstrap_list_comes_from_the_site_model_and_a_missing_service_is_a_f
     hostvars = {host: {**facts, **told} for host, facts in HOSTVARS.items()}
     site = load().pikit_site_model({"all": ["k1", "k2", "k3"]}, hostvars)
     assert load().pikit_endpoints(site, "kafka-client", ["k1", "k2"]) == ["10.0.0.1:9092", "pi-2:9092"]
-    assert load().pikit_service_ports(site, "kafka-client", "k3") == [9092]
+    assert site_model.service_ports(site, "kafka-client", "k3") == [9092]
     with pytest.raises(
         AnsibleFilterError, match="site model: the site model has no service 'ssh' on host k1"
     ):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from pikit.site_model import SiteModelError, service_targets
+from pikit.site_model import SiteModelError, service_endpoints
 
 
 def _targets(job: Mapping[str, Any], host: str, site: Mapping[str, Any]) -> list[str]:
@@ -15,7 +15,7 @@ def _targets(job: Mapping[str, Any], host: str, site: Mapping[str, Any]) -> list
     another node can reach."""
     try:
         if "service" in job:
-            return service_targets(site, job["service"], host)
+            return service_endpoints(site, job["service"], [host])
         ports = [job["port"]] if "port" in job else list(job.get("ports", []))
         address = site["hosts"][host]["address"]
         return [f"{address}:{int(port)}" for port in ports if int(port)]

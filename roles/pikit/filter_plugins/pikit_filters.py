@@ -14,12 +14,6 @@ from pikit_contract.signing import Keyring, device_key
 from pikit import revocation, site_model
 
 
-def pikit_address(host: str, hostvars: Mapping[str, Any]) -> str:
-    """The address the other nodes reach `host` at (pikit/site_model.py: node_ip, else ansible_host,
-    else its name); the site model holds it for every host."""
-    return site_model.address(host, hostvars)
-
-
 def pikit_site_model(
     groups: Mapping[str, Any], hostvars: Mapping[str, Any], cluster: str = ""
 ) -> dict[str, Any]:
@@ -32,12 +26,6 @@ def pikit_endpoints(model: Mapping[str, Any], service: str, hosts: list[str]) ->
     """`address:port` of `service` on each of `hosts` (bootstrap lists)."""
     with _as_filter_error():
         return site_model.service_endpoints(model, service, hosts)
-
-
-def pikit_service_ports(model: Mapping[str, Any], service: str, host: str) -> list[int]:
-    """The ports `service` listens on at `host`."""
-    with _as_filter_error():
-        return site_model.service_ports(model, service, host)
 
 
 @contextmanager
@@ -104,10 +92,8 @@ def _file_name(path: object) -> str:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "pikit_address": pikit_address,
             "pikit_site_model": pikit_site_model,
             "pikit_endpoints": pikit_endpoints,
-            "pikit_service_ports": pikit_service_ports,
             "pikit_device_signing_keys": pikit_device_signing_keys,
             "pikit_device_keyring": pikit_device_keyring,
             "pikit_revocations": pikit_revocations,
