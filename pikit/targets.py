@@ -159,7 +159,7 @@ def lint_phases() -> list[tuple[str, Step]]:
 
 
 # Molecule scenarios of a few minutes that need no Kafka: they run beside the unit tests.
-LIGHT_SCENARIOS = {"molecule common/default"}
+LIGHT_SCENARIOS = {"molecule common/default", "molecule firewall/default", "molecule pi_base/default"}
 # Each pytest phase names its ten slowest tests, so that the next slow one shows itself.
 DURATIONS = "--durations=10"
 # The unit tests: tests/unit, and each sensor's own beside it (edge_agent/sensors/<type>/).

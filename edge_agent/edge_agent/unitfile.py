@@ -1,9 +1,9 @@
 """The agent's systemd unit for a flashed device, rendered from the kit's one unit pattern.
 
 The `edge_agent` role installs the unit through `roles/service_unit` (its template and
-defaults) with the values written in its task "Install the edge-agent service unit".
-`edge-agent flash` renders those same files, so a flashed device runs the unit that the
-role would install; nothing of the unit is written here. It therefore needs the kit's
+defaults) with the values of `_edge_agent_unit` in its `vars/main.yml`. `edge-agent flash`
+renders those same files, so a flashed device runs the unit that the role would install;
+nothing of the unit is written here. It therefore needs the kit's
 checkout (the editable install `make bootstrap` makes), as the rest of `flash` needs
 the kit's artifact cache for the wheels.
 """
@@ -15,7 +15,8 @@ from typing import Any
 
 KIT = Path(__file__).resolve().parents[2]
 ROLES = KIT / "roles"
-UNIT_TASK_ROLE = "service_unit"
+UNIT_ROLE = "service_unit"
+UNIT_VALUES = "_edge_agent_unit"
 
 
 class UnitSourceError(RuntimeError):
@@ -31,12 +32,11 @@ def _yaml(path: Path) -> Any:
 
 
 def role_values(roles: Path = ROLES) -> dict[str, Any]:
-    """The service_unit_* values of the edge_agent role's include of service_unit, unrendered."""
-    for task in _yaml(roles / "edge_agent/tasks/main.yml"):
-        include = task.get("ansible.builtin.include_role") or {}
-        if include.get("name") == UNIT_TASK_ROLE:
-            return dict(task["vars"])
-    raise UnitSourceError(f"{roles}/edge_agent/tasks/main.yml: no include of the {UNIT_TASK_ROLE} role")
+    """The edge_agent role's values of the service_unit role's variables, unrendered."""
+    values = (_yaml(roles / "edge_agent/vars/main.yml") or {}).get(UNIT_VALUES)
+    if not isinstance(values, dict):
+        raise UnitSourceError(f"{roles}/edge_agent/vars/main.yml: no {UNIT_VALUES} mapping")
+    return {f"{UNIT_ROLE}_{key}": raw for key, raw in values.items()}
 
 
 def render(managed: str, facts: dict[str, Any], roles: Path = ROLES) -> str:
@@ -60,7 +60,7 @@ def render(managed: str, facts: dict[str, Any], roles: Path = ROLES) -> str:
         return raw
 
     role = {**_yaml(roles / "edge_agent/defaults/main.yml"), **facts}
-    unit = {**_yaml(roles / f"{UNIT_TASK_ROLE}/defaults/main.yml")}
+    unit = {**_yaml(roles / f"{UNIT_ROLE}/defaults/main.yml")}
     unit.update({key: value(raw, role) for key, raw in role_values(roles).items()})
-    template = env.from_string((roles / f"{UNIT_TASK_ROLE}/templates/service.j2").read_text())
+    template = env.from_string((roles / f"{UNIT_ROLE}/templates/service.j2").read_text())
     return template.render(ansible_managed=managed, **unit)

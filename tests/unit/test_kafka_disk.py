@@ -86,12 +86,3 @@ def test_brokers_outside_the_limit_are_left_out() -> None:
     assert disk.kafka_disk_plan(PIPELINE, {"pi-1": 0}, 0.5, 3, 256 * MIB) == {}
     alone = disk.kafka_disk_plan(PIPELINE, {"pi-1": 0, "pi-2": 30 * GIB}, 0.5, 3, 256 * MIB)
     assert alone == disk.kafka_disk_plan(PIPELINE, {"pi-2": 30 * GIB}, 0.5, 3, 256 * MIB)
-
-
-def test_the_plan_joins_the_topics_config_and_what_a_topic_sets_wins() -> None:
-    topics = [topic("a", 1, config={"segment.bytes": "5"}), topic("b", 1)]
-    plan = {"a": {"retention.bytes": "1", "segment.bytes": "2"}, "b": {"retention.bytes": "3"}}
-    sized = disk.kafka_topics_sized(topics, plan)
-    assert sized[0]["config"] == {"retention.bytes": "1", "segment.bytes": "5"}
-    assert sized[1]["config"] == {"retention.bytes": "3"}
-    assert disk.kafka_topics_sized(topics, {})[1]["config"] == {}

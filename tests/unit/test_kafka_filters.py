@@ -227,3 +227,87 @@ def test_each_device_gets_its_quota_an_override_or_none() -> None:
     assert load().kafka_device_quotas(["edge-1"], 0, {}) == {}
     with pytest.raises(ValueError, match="kafka_device_quota_overrides names edge-9, not a device"):
         load().kafka_device_quotas(["edge-1"], 16384, {"edge-9": 1})
+
+
+def test_the_disk_guards_bounds_join_the_topics_config_and_what_a_topic_sets_wins() -> None:
+    topics = [{"name": "a", "config": {"segment.bytes": "5"}}, {"name": "b"}]
+    bounds = {"a": {"retention.bytes": "1", "segment.bytes": "2"}, "b": {"retention.bytes": "3"}}
+    sized = filters.kafka_topics_sized(topics, bounds)
+    assert sized[0]["config"] == {"retention.bytes": "1", "segment.bytes": "5"}
+    assert sized[1]["config"] == {"retention.bytes": "3"}
+    assert filters.kafka_topics_sized(topics, {})[1]["config"] == {}
+
+
+def plan_inputs(**changes: object) -> dict[str, object]:
+    """Three combined nodes, none of them formatted yet."""
+    hosts = ["p1", "p2", "p3"]
+    inputs: dict[str, object] = {
+        "host": "p1",
+        "nodes": {h: {"id": i, "address": f"10.0.0.{i}"} for i, h in enumerate(hosts, start=1)},
+        "controllers": hosts,
+        "serving_controllers": hosts,
+        "broker": True,
+        "controller": True,
+        "ports": PORTS,
+        "quorum": "auto",
+        "quorum_found": dict.fromkeys(hosts, ""),
+        "cluster_id": "",
+        "cluster_ids_found": dict.fromkeys(hosts, ""),
+        "directory_ids_found": dict.fromkeys(hosts, ""),
+        "voter_dirs": None,
+        "topics": [{"name": "t", "config": {}}],
+        "disk_plan": {},
+    }
+    return {**inputs, **changes}
+
+
+def test_a_new_cluster_plans_a_dynamic_quorum_unless_told_static() -> None:
+    plan = filters.kafka_plan(plan_inputs())
+    assert (plan["quorum_running"], plan["quorum_mode"], plan["cluster_exists"]) == ("", "dynamic", False)
+    assert "CONTROLLER://10.0.0.1:9093" in plan["listeners"]["advertised"]
+    static = filters.kafka_plan(plan_inputs(quorum="static"))
+    assert static["quorum_mode"] == "static" and "CONTROLLER" not in static["listeners"]["advertised"]
+    assert static["voters"] == "1@10.0.0.1:9093,2@10.0.0.2:9093,3@10.0.0.3:9093"
+
+
+@pytest.mark.parametrize(
+    ("found", "quorum", "running", "mode"),
+    [
+        ({"p1": "static", "p2": "static", "p3": "static"}, "auto", "static", "static"),
+        ({"p1": "static", "p2": "static", "p3": "static"}, "dynamic", "static", "dynamic"),
+        # A conversion cut short: one node already names the bootstrap servers.
+        ({"p1": "static", "p2": "dynamic", "p3": "static"}, "auto", "dynamic", "dynamic"),
+        ({"p1": "dynamic", "p2": "dynamic", "p3": "dynamic"}, "static", "dynamic", "dynamic"),
+    ],
+)
+def test_a_running_quorum_keeps_its_kind_or_becomes_dynamic(
+    found: dict[str, str], quorum: str, running: str, mode: str
+) -> None:
+    plan = filters.kafka_plan(plan_inputs(quorum_found=found, quorum=quorum))
+    assert (plan["quorum_running"], plan["quorum_mode"]) == (running, mode)
+
+
+def test_the_plan_names_every_cluster_id_found_and_kafka_cluster_id() -> None:
+    ids = {"p1": "A" * 22, "p2": "", "p3": "B" * 22}
+    plan = filters.kafka_plan(plan_inputs(cluster_ids_found=ids, cluster_id="A" * 22))
+    assert plan["cluster_ids"] == ["A" * 22, "B" * 22] and plan["cluster_exists"]
+    assert filters.kafka_plan(plan_inputs(cluster_id="C" * 22))["cluster_ids"] == ["C" * 22]
+
+
+def test_the_voter_plan_reads_the_quorum_only_when_it_runs_dynamic() -> None:
+    voters = {"1": "A", "2": "B", "3": "C"}
+    found = {"p1": "A", "p2": "B", "p3": ""}
+    dynamic = dict.fromkeys(["p1", "p2", "p3"], "dynamic")
+    plan = filters.kafka_plan(plan_inputs(voter_dirs=voters, directory_ids_found=found, quorum_found=dynamic))
+    assert plan["voter_plan"] == {"remove": ["p3"], "add": ["p3"]}
+    static = dict.fromkeys(["p1", "p2", "p3"], "static")
+    plan = filters.kafka_plan(plan_inputs(voter_dirs=voters, directory_ids_found=found, quorum_found=static))
+    assert plan["voter_plan"] == {"remove": [], "add": []}
+
+
+def test_the_plan_sizes_the_topics_and_a_dedicated_broker_has_no_controller_listener() -> None:
+    bounds = {"t": {"retention.bytes": "7", "segment.bytes": "3"}}
+    plan = filters.kafka_plan(plan_inputs(host="p3", controller=False, disk_plan=bounds))
+    assert plan["topics"] == [{"name": "t", "config": {"retention.bytes": "7", "segment.bytes": "3"}}]
+    assert "CONTROLLER" not in plan["listeners"]["listeners"]
+    assert plan["listeners"]["advertised"].startswith("CLIENT://10.0.0.3:9092")

@@ -102,17 +102,8 @@ def kafka_disk_plan(
     return plan
 
 
-def kafka_topics_sized(topics: list[dict[str, Any]], plan: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
-    """The topics with the plan's bounds in their config; what a topic's config sets wins."""
-    return [
-        {**topic, "config": {**plan.get(topic["name"], {}), **(topic.get("config") or {})}}
-        for topic in topics
-    ]
-
-
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "kafka_disk_plan": kafka_disk_plan,
-            "kafka_topics_sized": kafka_topics_sized,
         }

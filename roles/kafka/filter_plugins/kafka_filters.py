@@ -181,6 +181,89 @@ def kafka_voter_plan(
     return {"remove": stale, "add": [host for host, _, _ in nodes if host in stale or host in missing]}
 
 
+def kafka_topics_sized(topics: list[dict[str, Any]], plan: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The topics with the disk guard's bounds (kafka_disk_plan) in their config; what a topic's
+    config sets wins."""
+    return [
+        {**topic, "config": {**plan.get(topic["name"], {}), **(topic.get("config") or {})}}
+        for topic in topics
+    ]
+
+
+def kafka_plan(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Every value of one host that depends on what the nodes run, from explicit inputs.
+
+    vars/main.yml holds what the inventory and the defaults alone decide; tasks/facts.yml reads
+    what the nodes run, before anything changes; tasks/plan.yml passes both here and keeps the
+    result as the fact `_kafka_plan`. Nothing the role renders reads a fact a later task sets.
+
+    inputs:
+      host: this host's inventory name
+      nodes: {host: kafka_node} of every Kafka host ({id, address})
+      controllers: group kafka_controller (inventory order)
+      serving_controllers: those of the quorum (less kafka_controllers_decommissioned)
+      broker, controller: whether this host is one
+      ports: {client, internal, controller, sasl, plaintext}
+      quorum: kafka_quorum (auto, static or dynamic)
+      quorum_found: {host: 'static', 'dynamic' or ''}: what each node's server.properties names
+      cluster_id: kafka_cluster_id ('' for none)
+      cluster_ids_found: {host: cluster id on its storage, '' for none}
+      directory_ids_found: {host: metadata directory id on its storage}
+      voter_dirs: the running quorum's {str(id): directory id}, or None when not asked
+      topics: kafka_topics
+      disk_plan: kafka_disk_plan's bounds ({} with the disk guard off)
+
+    returns:
+      cluster_ids: every cluster id the nodes and kafka_cluster_id name (more than one is refused)
+      cluster_exists: whether any node was formatted
+      quorum_running: the kind of quorum the cluster runs ('' before its first start); any
+        dynamic node makes it dynamic, so that a conversion cut short carries on
+      quorum_mode: the kind it runs after this run: a dynamic one stays dynamic; a static one stays
+        static unless kafka_quorum is dynamic (tasks/quorum_convert.yml); a new cluster is static
+        only when kafka_quorum says so
+      voters: controller.quorum.voters (a static quorum)
+      listeners: this node's listeners (kafka_listeners)
+      topics: the topics as reconciled, sized by the disk guard
+      voter_plan: the dynamic quorum's voters to remove and add (kafka_voter_plan)
+    """
+    nodes = inputs["nodes"]
+    kinds = set(inputs["quorum_found"].values())
+    running = "dynamic" if "dynamic" in kinds else "static" if "static" in kinds else ""
+    quorum = inputs["quorum"]
+    mode = (
+        "dynamic"
+        if running == "dynamic" or quorum == "dynamic" or (quorum == "auto" and not running)
+        else "static"
+    )
+    found = [cid for cid in inputs["cluster_ids_found"].values() if cid]
+    cluster_ids = list(dict.fromkeys(found + ([inputs["cluster_id"]] if inputs["cluster_id"] else [])))
+    directories = inputs["directory_ids_found"]
+    host = inputs["host"]
+    voter_dirs = inputs["voter_dirs"] if running == "dynamic" else None
+    return {
+        "cluster_ids": cluster_ids,
+        "cluster_exists": bool(found),
+        "quorum_running": running,
+        "quorum_mode": mode,
+        "voters": kafka_voters([nodes[c] for c in inputs["controllers"]], inputs["ports"]["controller"]),
+        "listeners": kafka_listeners(
+            nodes[host]["address"], inputs["broker"], inputs["controller"], inputs["ports"], mode == "dynamic"
+        ),
+        "topics": kafka_topics_sized(inputs["topics"], inputs["disk_plan"]),
+        "voter_plan": kafka_voter_plan(
+            [
+                {
+                    "inventory_hostname": c,
+                    "kafka_node": nodes[c],
+                    "_kafka_found_directory_id": directories.get(c, ""),
+                }
+                for c in inputs["serving_controllers"]
+            ],
+            voter_dirs,
+        ),
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -192,4 +275,5 @@ class FilterModule:
             "kafka_default_acls": kafka_default_acls,
             "kafka_device_quotas": kafka_device_quotas,
             "kafka_voter_plan": kafka_voter_plan,
+            "kafka_plan": kafka_plan,
         }

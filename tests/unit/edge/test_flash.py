@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from edge_agent.cli import main
 from edge_agent.flash import MARKER, Device, FlashError, agent_settings, cloud_init_files, unit
 
@@ -225,10 +226,8 @@ def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
     roles = tmp_path / "roles"
     shutil.copytree(REPO / "roles/edge_agent", roles / "edge_agent")
     shutil.copytree(REPO / "roles/service_unit", roles / "service_unit")
-    tasks = roles / "edge_agent/tasks/main.yml"
-    tasks.write_text(
-        tasks.read_text().replace("service_unit_limit_nofile: 4096", "service_unit_limit_nofile: 777")
-    )
+    values = roles / "edge_agent/vars/main.yml"
+    values.write_text(values.read_text().replace("  limit_nofile: 4096", "  limit_nofile: 777"))
     changed = unitfile.render(
         MARKER, {"edge_agent_spool_dir": "/srv/spool", "edge_agent_device_id": "e"}, roles
     )
@@ -267,3 +266,18 @@ def test_a_config_whose_sensors_are_not_tables_is_refused_by_name(
     config.write_text(f"{sensors}\n{body}")
     with pytest.raises(FlashError, match=re.escape(named)):
         agent_settings(config)
+
+
+def test_the_role_installs_every_unit_value_that_flash_renders() -> None:
+    """The role's include of service_unit passes each of `_edge_agent_unit`'s values, by its name,
+    and nothing else: so that the flashed unit and the installed one cannot drift apart."""
+    tasks = yaml.safe_load((REPO / "roles/edge_agent/tasks/main.yml").read_text())
+    (include,) = [
+        t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("name") == "service_unit"
+    ]
+    values = unitfile.role_values()
+    assert include["vars"] == {
+        name: "{{ _edge_agent_unit." + name.removeprefix("service_unit_") + " }}" for name in values
+    }
+    defaults = yaml.safe_load((REPO / "roles/service_unit/defaults/main.yml").read_text())
+    assert set(values) <= set(defaults), "every value is one of service_unit's variables"

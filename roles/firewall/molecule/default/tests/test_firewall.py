@@ -10,28 +10,28 @@ from typing import Any
 import pytest
 from pikit_testkit.reach import reach_command
 
-KAFKA, SPARK, EDGE = "10.89.78.11", "10.89.78.12", "10.89.78.13"
-ADDRESSES = {"common-kafka": KAFKA, "common-spark": SPARK, "common-edge": EDGE}
+KAFKA, SPARK, EDGE = "10.89.87.11", "10.89.87.12", "10.89.87.13"
+ADDRESSES = {"fw-kafka": KAFKA, "fw-spark": SPARK, "fw-edge": EDGE}
 # A port nothing listens on, which only the Spark peers' any-port rule opens.
 RANDOM_PORT = 45123
-# (from, to, port): answered or dropped. common-kafka is a combined Kafka node and a Spark
-# worker, common-spark the Spark master, common-edge a device.
+# (from, to, port): answered or dropped. fw-kafka is a combined Kafka node and a Spark
+# worker, fw-spark the Spark master, fw-edge a device.
 EXPECTED = {
-    ("common-edge", KAFKA, 9092): "answered",  # devices produce
-    ("common-edge", KAFKA, 9093): "dropped",  # the quorum is for Kafka nodes
-    ("common-edge", KAFKA, 9094): "dropped",  # replication is for brokers
-    ("common-edge", KAFKA, 9100): "dropped",  # metrics are for the monitoring host and admin
-    ("common-edge", SPARK, 7077): "dropped",  # Spark is for Spark nodes
-    ("common-edge", SPARK, RANDOM_PORT): "dropped",
-    ("common-spark", KAFKA, 9092): "answered",  # the apps read and write Kafka
-    ("common-spark", KAFKA, 9093): "dropped",  # even from a Spark peer
-    ("common-spark", KAFKA, 9094): "dropped",
-    ("common-spark", KAFKA, 7078): "answered",  # the master to its worker
-    ("common-spark", KAFKA, RANDOM_PORT): "answered",  # executors' ports
-    ("common-kafka", SPARK, 7077): "answered",
-    ("common-kafka", SPARK, RANDOM_PORT): "answered",
-    ("common-kafka", EDGE, 22): "answered",  # SSH from anywhere by default
-    ("common-kafka", EDGE, 9108): "dropped",  # the device's agent metrics (none here)
+    ("fw-edge", KAFKA, 9092): "answered",  # devices produce
+    ("fw-edge", KAFKA, 9093): "dropped",  # the quorum is for Kafka nodes
+    ("fw-edge", KAFKA, 9094): "dropped",  # replication is for brokers
+    ("fw-edge", KAFKA, 9100): "dropped",  # metrics are for the monitoring host and admin
+    ("fw-edge", SPARK, 7077): "dropped",  # Spark is for Spark nodes
+    ("fw-edge", SPARK, RANDOM_PORT): "dropped",
+    ("fw-spark", KAFKA, 9092): "answered",  # the apps read and write Kafka
+    ("fw-spark", KAFKA, 9093): "dropped",  # even from a Spark peer
+    ("fw-spark", KAFKA, 9094): "dropped",
+    ("fw-spark", KAFKA, 7078): "answered",  # the master to its worker
+    ("fw-spark", KAFKA, RANDOM_PORT): "answered",  # executors' ports
+    ("fw-kafka", SPARK, 7077): "answered",
+    ("fw-kafka", SPARK, RANDOM_PORT): "answered",
+    ("fw-kafka", EDGE, 22): "answered",  # SSH from anywhere by default
+    ("fw-kafka", EDGE, 9108): "dropped",  # the device's agent metrics (none here)
 }
 
 
@@ -58,7 +58,7 @@ def test_each_node_reaches_what_its_role_needs_and_nothing_else(host: Any) -> No
 def test_the_controller_reaches_ssh_clients_and_metrics_but_not_the_quorum(
     host: Any, port: int, expected: bool
 ) -> None:
-    if _name(host) != "common-kafka":
+    if _name(host) != "fw-kafka":
         pytest.skip("probed once, against the Kafka node")
     try:
         with socket.create_connection((KAFKA, port), timeout=3):
