@@ -62,6 +62,7 @@ PREFIX = "pikit-bench-"
 READINGS = f"{PREFIX}readings"
 OUTPUTS = {
     "aggregates": f"{PREFIX}aggregates",
+    "latest": f"{PREFIX}latest",
     "late": f"{PREFIX}late",
     "dead-letter": f"{PREFIX}dead-letter",
 }
@@ -116,6 +117,8 @@ class SubmitLine:
             *self.common(run),
             "--aggregates-topic",
             OUTPUTS["aggregates"],
+            "--latest-topic",
+            OUTPUTS["latest"],
             "--late-topic",
             OUTPUTS["late"],
             "--dead-letter-topic",

@@ -1,9 +1,11 @@
 """The `pikit` command on the controller.
 
     pikit status [-i INVENTORY] [--json] [--html FILE]   the site on one screen
+    pikit latest [-i INVENTORY] [--json] [DEVICE]        each device's newest closed window
 
 Exit status of `pikit status`: 0 healthy, 1 something unhealthy (each named, with its reason),
-2 the site could not be read.
+2 the site could not be read. Of `pikit latest`: 0 values found, 1 none (for that device), 2 the
+site or its brokers could not be read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from pikit import REPO
+from pikit import REPO, latest
 from pikit.site import Site, SiteError
 from pikit.status import collect
 from pikit.status_render import page, text
@@ -33,6 +35,25 @@ def status(args: argparse.Namespace) -> int:
     else:
         print(text(found, color=sys.stdout.isatty()))
     return 1 if found.problems else 0
+
+
+def show_latest(args: argparse.Namespace) -> int:
+    try:
+        found = latest.read(Site.load(Path(args.inventory)), args.device)
+    except (SiteError, OSError) as exc:
+        print(f"pikit latest: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(found.windows, indent=2, sort_keys=True))
+    elif found.windows:
+        print(latest.table(found.windows))
+    if not found.windows:
+        print(
+            f"pikit latest: no closed window yet{f' of {args.device}' if args.device else ''}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,8 +77,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar="SECONDS",
         help="how much of the readings topic is read to find each device's last reading (default 900)",
     )
+    newest = commands.add_parser("latest", help="each device's newest closed window, from the latest topic")
+    newest.add_argument("device", nargs="?", help="one device (default: every device)")
+    newest.add_argument("-i", "--inventory", default=str(REPO / "inventory/lab"), help="default: the lab's")
+    newest.add_argument("--json", action="store_true", help="the windows as JSON for scripts")
     args = parser.parse_args(argv)
-    sys.exit(status(args))
+    sys.exit(status(args) if args.command == "status" else show_latest(args))
 
 
 if __name__ == "__main__":

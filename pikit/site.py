@@ -44,22 +44,13 @@ def _is_template(value: Any) -> bool:
 @dataclass
 class Site:
     inventory: Path
-    hostvars: dict[str, dict[str, Any]]
+    hostvars: dict[str, dict[str, Any]] | None = None
     model: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, inventory: Path) -> Site:
         """The inventory's site, with the model its last playbook run wrote."""
-        run = subprocess.run(
-            [VENV_BIN / "ansible-inventory", "-i", inventory, "--list"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if run.returncode != 0:
-            raise SiteError(f"ansible-inventory could not read {inventory}: {run.stderr.strip()[-500:]}")
-        hostvars = json.loads(run.stdout).get("_meta", {}).get("hostvars", {})
-        site = cls(inventory, {h: dict(v) for h, v in hostvars.items()})
+        site = cls(inventory)
         path = site.state_dir / "site.json"
         try:
             site.model = json.loads(path.read_text())
@@ -69,6 +60,24 @@ class Site:
                 "(every playbook of the kit writes it)"
             ) from None
         return site
+
+    def inventory_hostvars(self) -> dict[str, dict[str, Any]]:
+        """The inventory's variables per host, as ansible-inventory reads them (a second or two):
+        only to find the state directory when PIKIT_STATE_DIR does not name it."""
+        if self.hostvars is None:
+            run = subprocess.run(
+                [VENV_BIN / "ansible-inventory", "-i", self.inventory, "--list"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if run.returncode != 0:
+                raise SiteError(
+                    f"ansible-inventory could not read {self.inventory}: {run.stderr.strip()[-500:]}"
+                )
+            found = json.loads(run.stdout).get("_meta", {}).get("hostvars", {})
+            self.hostvars = {h: dict(v) for h, v in found.items()}
+        return self.hostvars
 
     @property
     def groups(self) -> dict[str, list[str]]:
@@ -137,9 +146,10 @@ class Site:
         (~/.local/share/pikit/<cluster>)."""
         if os.environ.get("PIKIT_STATE_DIR"):
             return Path(os.environ["PIKIT_STATE_DIR"])
-        host = next(iter(self.hostvars), None)
-        if host and "pikit_state_dir" in self.hostvars[host]:
-            value = self.hostvars[host]["pikit_state_dir"]
+        hostvars = self.inventory_hostvars()
+        host = next(iter(hostvars), None)
+        if host and "pikit_state_dir" in hostvars[host]:
+            value = hostvars[host]["pikit_state_dir"]
             return Path(str(self.render(host, "pikit_state_dir") if _is_template(value) else value))
-        cluster = self.hostvars.get(host or "", {}).get("pikit_cluster_name", "pikit")
+        cluster = hostvars.get(host or "", {}).get("pikit_cluster_name", "pikit")
         return Path.home() / ".local/share/pikit" / str(cluster)

@@ -8,8 +8,9 @@ outage gets every window exact while the others' windows close on time; resends 
 dropped by the device's `seq` high-water mark; a reading for a window already closed goes
 to the late-data topic with its reason. count/min/max/mean/stddev per window x device x
 sensor x metric go to the aggregates topic (keyed by device) and to Parquet partitioned by
-date. Windows, late readings and dead letters of a micro-batch are one Kafka transaction,
-written once whatever restarts happen (pikit_spark/sink.py).
+date; the newest window of each device x sensor x metric also goes to the compacted latest
+topic. Windows, latest values, late readings and dead letters of a micro-batch are one Kafka
+transaction, written once whatever restarts happen (pikit_spark/sink.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pikit_contract.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
 from pikit_contract.signing import Keyring
-from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
+from pikit_spark.aggregates import (
+    PARQUET_STATE_SCHEMAS,
+    as_kafka_records,
+    as_latest_records,
+    parquet_copy,
+    write_parquet,
+)
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
@@ -40,6 +47,9 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--aggregates-topic", required=True)
     parser.add_argument("--dead-letter-topic", required=True)
     parser.add_argument("--late-topic", required=True, help="readings of windows already closed")
+    parser.add_argument(
+        "--latest-topic", required=True, help="compacted: the newest window of each device x sensor x metric"
+    )
     parser.add_argument("--output-dir", required=True, help="Parquet aggregates go to <dir>/aggregates")
     parser.add_argument("--window-seconds", type=int, default=60, help="tumbling event-time window")
     parser.add_argument(
@@ -67,7 +77,7 @@ def options() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
     parquet_every = 0 if args.trigger == AVAILABLE_NOW else args.parquet_every_seconds
-    topics = [args.aggregates_topic, args.late_topic, args.dead_letter_topic]
+    topics = [args.aggregates_topic, args.latest_topic, args.late_topic, args.dead_letter_topic]
     app = StreamingApp.start(APP, args, topics)
     sink, checkpoints = app.sink, app.checkpoints
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
@@ -98,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         steps.done("state")
         outputs = {
             args.aggregates_topic: as_kafka_records(step.closed),
+            args.latest_topic: as_latest_records(step.closed),
             args.late_topic: late_records(step.late),
             args.dead_letter_topic: dead_letter_records(step.dead),
         }

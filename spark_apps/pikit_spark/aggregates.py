@@ -43,6 +43,24 @@ def as_kafka_records(closed: list[dict[str, Any]]) -> list[Record]:
     ]
 
 
+def as_latest_records(closed: list[dict[str, Any]]) -> list[Record]:
+    """The newest of the batch's closed windows for each device x sensor x metric, keyed
+    `device/sensor/metric` (no name holds a "/": pikit_contract.readings.NAME_PATTERN), for the
+    compacted latest topic, where the last record of each key stays: one small topic answers
+    "what does this device read now" without reading the history."""
+    newest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for window in closed:
+        series = (window["device"], window["sensor"], window["metric"])
+        if series not in newest or window["window_start"] > newest[series]["window_start"]:
+            newest[series] = window
+    return [
+        ("/".join(series).encode(), value, headers)
+        for series, (_, value, headers) in sorted(
+            (series, as_kafka_records([window])[0]) for series, window in newest.items()
+        )
+    ]
+
+
 def write_parquet(spark: SparkSession, closed: list[dict[str, Any]], path: str, batch_id: int) -> None:
     """Append one micro-batch's windows under <path>/date=…/batch=<id>/.
 

@@ -1448,11 +1448,41 @@ def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
     senders = {*EDGES, *(device for device in SYNTHETIC if device in model.devices)}
     assert open_devices == senders, "each device's last window waits for the device"
     print(f"[end] readings taken by the agents before they stopped: {taken}")
+    the_latest_values_are_the_newest_aggregates(site)
 
     for node in EDGES:
         sh(node, "systemctl start edge-agent")
     second = recap(site.playbook("site.yml", "site-2.log"))
     assert second == dict.fromkeys(site.first_recap, 0), f"second run changed something: {second}"
+
+
+def the_latest_values_are_the_newest_aggregates(site: Site) -> None:
+    """`pikit latest` (the compacted latest topic) answers, for every device and each of its
+    series, the newest window of the aggregates topic, record for record; one device alone too."""
+    newest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for value in site.values("sensor-aggregates"):
+        doc = json.loads(value)
+        series = (doc["device"], doc["sensor"], doc["metric"])
+        if series not in newest or doc["window_start"] > newest[series]["window_start"]:
+            newest[series] = doc
+    answered = pikit_latest(site)
+    assert {(w["device"], w["sensor"], w["metric"]): w for w in answered} == newest
+    one = pikit_latest(site, EDGES[0])
+    assert one and {w["device"] for w in one} == {EDGES[0]}
+    print(f"[end] pikit latest: {len(answered)} series, each the newest of the aggregates topic")
+
+
+def pikit_latest(site: Site, *device: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [REPO / ".venv/bin/pikit", "latest", "-i", site.inventory, "--json", *device],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PIKIT_STATE_DIR": str(site.state)},
+    )
+    assert proc.returncode == 0, f"pikit latest failed: {proc.stderr[-2000:]}"
+    found: list[dict[str, Any]] = json.loads(proc.stdout)
+    return found
 
 
 # --- helpers -----------------------------------------------------------------------------

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pikit_spark.aggregates import PARQUET_STATE_SCHEMAS, as_kafka_records, parquet_copy, write_parquet
+from pikit_spark.aggregates import (
+    PARQUET_STATE_SCHEMAS,
+    as_kafka_records,
+    as_latest_records,
+    parquet_copy,
+    write_parquet,
+)
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance
 from pikit_spark.readings import parse
 from pikit_spark.state import Tables
@@ -54,6 +60,16 @@ def test_aggregate_records_are_keyed_by_device(spark: SparkSession) -> None:
         "mean": 3.0,
         "stddev": 1.0,
     }
+
+
+def test_the_latest_topic_gets_the_newest_window_of_each_series_keyed_by_it(spark: SparkSession) -> None:
+    stats = _closed(spark, [reading(1, T0, value=2.0), reading(2, T0 + 61, value=4.0)])
+    other = {**stats[0], "device": "edge-1", "window_start": stats[0]["window_start"] - 60}
+    latest = as_latest_records([stats[1], other, stats[0]])  # any order: the newest window wins
+    assert [key for key, _, _ in latest] == [b"edge-1/sim/temperature", b"edge-9/sim/temperature"]
+    assert latest[1][1] == as_kafka_records([stats[1]])[0][1], "the same body as the aggregate's"
+    assert json.loads(latest[1][1])["window_start"] == int(T0) + 60
+    assert as_latest_records([]) == []
 
 
 def test_closed_windows_wait_in_the_state_and_are_copied_to_parquet_once_a_minute(
