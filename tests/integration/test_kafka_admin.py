@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import TopicAuthorizationFailedError
 from pikit_testkit.broker import LocalBroker
@@ -17,6 +17,7 @@ from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.polling import wait_for
 
 from pikit.kafka_admin import kafka_admin
+from pikit.topic import read_to_end
 
 
 def params(broker: str, **overrides: Any) -> dict[str, Any]:
@@ -89,6 +90,50 @@ def test_topics_are_created_raised_and_drift_reported(broker: str) -> None:
     assert drifted["changed"] is False
     assert any("cannot shrink" in d for d in drifted["drift"])
     assert any("replication factor 1, inventory asks 3" in d for d in drifted["drift"])
+
+
+def test_a_topic_marked_absent_is_deleted_only_once_confirmed(broker: str) -> None:
+    """Unconfirmed, the run fails naming the topic and changes no topic, not even another one it
+    would create; confirmed, the topic goes; then the run changes nothing."""
+    doomed = {"name": "it-doomed", "partitions": 1, "replication_factor": 1}
+    kafka_admin.run(params(broker, topics=[doomed]), check=False)
+    producer = KafkaProducer(bootstrap_servers=broker, acks="all")
+    producer.send("it-doomed", b"kept until confirmed").get(timeout=30)
+    producer.close()
+    absent = {**doomed, "state": "absent"}
+    bystander = {"name": "it-bystander", "partitions": 1, "replication_factor": 1}
+    with pytest.raises(RuntimeError, match=r"marks it-doomed state: absent.*kafka_topics_delete_confirmed"):
+        kafka_admin.run(params(broker, topics=[bystander, absent]), check=False)
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        assert {"it-doomed"} <= set(admin.list_topics()) and "it-bystander" not in admin.list_topics()
+        confirmed = params(broker, topics=[absent], delete_topics_confirmed=["it-doomed"])
+        assert kafka_admin.run(confirmed, check=False)["changes"] == ["delete topic it-doomed"]
+        wait_for("it-doomed deleted", lambda: "it-doomed" not in admin.list_topics(), timeout=30)
+    finally:
+        admin.close()
+    assert settled(confirmed)["changed"] is False, "an absent topic that is gone changes nothing"
+
+
+def test_records_before_an_offset_or_a_time_are_deleted_and_the_rest_stay(broker: str) -> None:
+    topic = {"name": "it-flooded", "partitions": 1, "replication_factor": 1}
+    kafka_admin.run(params(broker, topics=[topic]), check=False)
+    producer = KafkaProducer(bootstrap_servers=broker, acks="all")
+    for i in range(10):  # ten records an hour ago (a firmware bug's garbage), then five good ones
+        producer.send("it-flooded", f"bad {i}".encode(), timestamp_ms=int((time.time() - 3600) * 1000))
+    cut_at = int(time.time() * 1000) - 60_000
+    for i in range(5):
+        producer.send("it-flooded", f"good {i}".encode())
+    producer.flush()
+    producer.close()
+    by_offset = params(broker, action="delete_records", topic="it-flooded", before_offset=3)
+    assert kafka_admin.run(by_offset, check=True)["changes"] == ["it-flooded[0]: records 0..2 deleted (3)"]
+    assert kafka_admin.run(by_offset, check=False)["deleted"] == 3
+    by_time = params(broker, action="delete_records", topic="it-flooded", before_time_ms=cut_at)
+    assert kafka_admin.run(by_time, check=False)["changes"] == ["it-flooded[0]: records 3..9 deleted (7)"]
+    assert kafka_admin.run(by_time, check=False)["changed"] is False, "a second cut deletes nothing"
+    left = read_to_end("it-flooded", bootstrap_servers=[broker])
+    assert [r.value for r in left] == [f"good {i}".encode() for i in range(5)]
 
 
 def test_acls_are_added_and_extras_removed_only_on_request(broker: str) -> None:

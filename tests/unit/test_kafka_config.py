@@ -211,6 +211,22 @@ def test_a_consistent_kafka_inventory_passes(tmp_path: Path) -> None:
             },
             "topic big asks replication_factor=3",
         ),
+        (
+            3,
+            3,
+            {
+                "kafka_topics": [
+                    {"name": "sensor-latest", "partitions": 1, "replication_factor": 3, "state": "absent"}
+                ]
+            },
+            "kafka_topics marks sensor-latest state: absent, and the pipeline reads or writes it",
+        ),
+        (
+            3,
+            3,
+            {"kafka_topics": [{"name": "old", "partitions": 1, "replication_factor": 3, "state": "gone"}]},
+            "value of state must be one of: present, absent, got: gone found in kafka_topics",
+        ),
     ],
 )
 def test_kafka_inventory_errors_name_the_variable(

@@ -3,7 +3,8 @@
 
 Runs on the controller (kafka-python, the admin client's mTLS identity) so no
 JVM tool has to start on a Pi for each check. A thin module: each of its jobs is a module_utils
-of the role (module_utils/kafka_*.py: acls, quotas, topics, scram, health, features, rebalance).
+of the role (module_utils/kafka_*.py: acls, quotas, topics, records, scram, health, features,
+rebalance).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ansible.module_utils.kafka_features import features_to_raise, finalized_fea
 from ansible.module_utils.kafka_health import health_report, kafka_uuid
 from ansible.module_utils.kafka_quotas import reconcile_quotas
 from ansible.module_utils.kafka_rebalance import balanced_assignment, rebalance, throttle
+from ansible.module_utils.kafka_records import cut_offsets, delete_records
 from ansible.module_utils.kafka_scram import reconcile_scram, scram_login_works
 from ansible.module_utils.kafka_topics import end_offsets, reconcile_topics
 
@@ -27,6 +29,8 @@ short_description: Reconcile Kafka topics and ACLs; report or wait for cluster h
 description:
   - C(action=reconcile) creates missing topics, raises partition counts, sets the listed topic
     configs (incrementally), and reports drift it will not fix (replication factor, fewer partitions).
+    A topic listed with C(state=absent) is deleted when it is in I(delete_topics_confirmed); an
+    unconfirmed one fails the run, naming it, before any topic changes.
     It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed; the ACLs of
     I(owned_principals) are exactly those listed, whatever I(remove_extra_acls) says (a device's
     allow is taken back and its deny removed when the kit revokes or restores it).
@@ -46,20 +50,28 @@ description:
     fullest broker to the emptiest until their replica counts differ by at most one, each partition
     keeping its replication factor, under a replication throttle of I(throttle_bytes) per second
     (0 for none) that is removed afterwards; it waits up to I(wait_timeout) for the moves.
+  - C(action=delete_records) deletes the records of I(topic) before I(before_offset) in every
+    partition, or before the first record at or after I(before_time_ms); it moves each partition's
+    log start offset, never past its end.
   - C(action=throttle) sets the replication throttle of I(throttle_bytes) per second on the leaders
     in I(serving_brokers), for every topic's replicas that are not in sync (0 removes it): a broker
     whose disk was replaced rebuilds its replicas under it, and in-sync followers never wait on it.
 options:
   action:
     type: str
-    choices: [reconcile, health, features, rebalance, throttle, end_offsets]
+    choices: [reconcile, health, features, rebalance, throttle, end_offsets, delete_records]
     default: reconcile
     description: What to do.
   bootstrap_servers: {type: list, elements: str, required: true, description: host:port of brokers.}
   security_protocol: {type: str, default: SSL, choices: [SSL, PLAINTEXT], description: Client protocol.}
   ssl_cafile: {type: path, description: CA certificate (PEM).}
   ssl_certfile: {type: path, description: Client key and certificate (one PEM bundle).}
-  topics: {type: list, elements: dict, default: [], description: Desired topics.}
+  topics: {type: list, elements: dict, default: [], description: "Desired topics; C(state=absent) to delete."}
+  delete_topics_confirmed:
+    type: list
+    elements: str
+    default: []
+    description: The topics marked absent whose deletion the operator confirmed.
   acls: {type: list, elements: dict, default: [], description: Desired ACLs.}
   remove_extra_acls: {type: bool, default: false, description: Delete ACLs that are not listed.}
   owned_principals:
@@ -86,7 +98,15 @@ options:
   feature_levels: {type: dict, default: {}, description: "Feature levels to raise to, {name: level}."}
   serving_brokers: {type: list, elements: int, default: [], description: Ids of the brokers to hold replicas.}
   throttle_bytes: {type: int, default: 0, description: Replication throttle while partitions move (bytes/s).}
-  topic: {type: str, default: "", description: The topic of action=end_offsets.}
+  topic: {type: str, default: "", description: The topic of action=end_offsets or action=delete_records.}
+  before_offset:
+    type: int
+    default: -1
+    description: "action=delete_records: each partition's records before this offset."
+  before_time_ms:
+    type: int
+    default: -1
+    description: "action=delete_records: the records older than this time (epoch milliseconds)."
 author: pikit
 """
 
@@ -111,6 +131,8 @@ __all__ = [
     "ARGUMENT_SPEC",
     "balanced_assignment",
     "connect",
+    "cut_offsets",
+    "delete_records",
     "end_offsets",
     "features_to_raise",
     "finalized_features",
@@ -159,6 +181,9 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             time.sleep(2)
     if params["action"] == "end_offsets":
         return {"changed": False, "end_offsets": end_offsets(params)}
+    if params["action"] == "delete_records":
+        deleted: dict[str, Any] = delete_records(params, check)
+        return deleted
     if params["action"] == "rebalance":
         admin = connect(params)
         try:
@@ -187,7 +212,8 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             admin.close()
     admin = connect(params)
     try:
-        changes, drift = reconcile_topics(admin, params["topics"], check)
+        confirmed = frozenset(params["delete_topics_confirmed"])
+        changes, drift = reconcile_topics(admin, params["topics"], check, confirmed)
         acl_changes, acl_drift = reconcile_acls(
             admin, params["acls"], params["remove_extra_acls"], check, frozenset(params["owned_principals"])
         )
@@ -213,7 +239,15 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "action": {
         "type": "str",
-        "choices": ["reconcile", "health", "features", "rebalance", "throttle", "end_offsets"],
+        "choices": [
+            "reconcile",
+            "health",
+            "features",
+            "rebalance",
+            "throttle",
+            "end_offsets",
+            "delete_records",
+        ],
         "default": "reconcile",
     },
     "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
@@ -221,6 +255,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "ssl_cafile": {"type": "path"},
     "ssl_certfile": {"type": "path"},
     "topics": {"type": "list", "elements": "dict", "default": []},
+    "delete_topics_confirmed": {"type": "list", "elements": "str", "default": []},
     "acls": {"type": "list", "elements": "dict", "default": []},
     "remove_extra_acls": {"type": "bool", "default": False},
     "owned_principals": {"type": "list", "elements": "str", "default": []},
@@ -238,6 +273,8 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "serving_brokers": {"type": "list", "elements": "int", "default": []},
     "throttle_bytes": {"type": "int", "default": 0},
     "topic": {"type": "str", "default": ""},
+    "before_offset": {"type": "int", "default": -1},
+    "before_time_ms": {"type": "int", "default": -1},
 }
 
 

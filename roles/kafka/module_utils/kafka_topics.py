@@ -1,8 +1,10 @@
-"""Topics: created, partitions raised, configs set; and a topic's end offsets."""
+"""Topics: created, partitions raised, configs set, deleted when confirmed; and a topic's end
+offsets."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 from ansible.module_utils.kafka_client import client_options
@@ -18,12 +20,35 @@ with contextlib.suppress(ImportError):
     )
 
 
-def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> tuple[list[str], list[str]]:
+class DeletionRefusedError(RuntimeError):
+    """A topic marked `state: absent` exists and its deletion was not confirmed."""
+
+
+def doomed_topics(topics: list[dict[str, Any]], existing: set[str], confirmed: frozenset[str]) -> list[str]:
+    """The topics marked `state: absent` that exist, all of them confirmed; else DeletionRefusedError,
+    naming those that are not, before anything changes: a deletion drops every record for good."""
+    doomed = [t["name"] for t in topics if t.get("state") == "absent" and t["name"] in existing]
+    refused = [name for name in doomed if name not in confirmed]
+    if refused:
+        extra = json.dumps({"kafka_topics_delete_confirmed": refused})
+        raise DeletionRefusedError(
+            f"kafka_topics marks {', '.join(refused)} state: absent, which deletes every record of it for "
+            f"good, and its consumers fail. Nothing was changed. To delete, run again with -e '{extra}'."
+        )
+    return doomed
+
+
+def reconcile_topics(
+    admin: Any, topics: list[dict[str, Any]], check: bool, confirmed: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
     changes: list[str] = []
     drift: list[str] = []
     current = {t["name"]: t for t in admin.describe_topics() if not t.get("is_internal")}
+    doomed = doomed_topics(topics, set(current), confirmed)
     to_create = []
     for topic in topics:
+        if topic.get("state") == "absent":
+            continue
         name = topic["name"]
         config = {k: str(v) for k, v in (topic.get("config") or {}).items()}
         if name not in current:
@@ -60,6 +85,9 @@ def reconcile_topics(admin: Any, topics: list[dict[str, Any]], check: bool) -> t
                     )
     if to_create and not check:
         admin.create_topics(to_create)
+    changes += [f"delete topic {name}" for name in doomed]
+    if doomed and not check:
+        admin.delete_topics(doomed)
     return changes, drift
 
 
