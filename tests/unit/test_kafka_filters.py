@@ -311,3 +311,8 @@ def test_the_plan_sizes_the_topics_and_a_dedicated_broker_has_no_controller_list
     assert plan["topics"] == [{"name": "t", "config": {"retention.bytes": "7", "segment.bytes": "3"}}]
     assert "CONTROLLER" not in plan["listeners"]["listeners"]
     assert plan["listeners"]["advertised"].startswith("CLIENT://10.0.0.3:9092")
+
+
+def test_a_topic_marked_absent_is_not_kept_and_one_without_a_state_is() -> None:
+    topics = [{"name": "a"}, {"name": "b", "state": "absent"}, {"name": "c", "state": "present"}]
+    assert [t["name"] for t in filters.kafka_kept_topics(topics)] == ["a", "c"]

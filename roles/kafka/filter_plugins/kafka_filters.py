@@ -181,6 +181,11 @@ def kafka_voter_plan(
     return {"remove": stale, "add": [host for host, _, _ in nodes if host in stale or host in missing]}
 
 
+def kafka_kept_topics(topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The topics that stay: all but those marked `state: absent` (deleted once confirmed)."""
+    return [topic for topic in topics if topic.get("state", "present") != "absent"]
+
+
 def kafka_topics_sized(topics: list[dict[str, Any]], plan: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
     """The topics with the disk guard's bounds (kafka_disk_plan) in their config; what a topic's
     config sets wins."""
@@ -276,4 +281,5 @@ class FilterModule:
             "kafka_device_quotas": kafka_device_quotas,
             "kafka_voter_plan": kafka_voter_plan,
             "kafka_plan": kafka_plan,
+            "kafka_kept_topics": kafka_kept_topics,
         }
