@@ -355,6 +355,10 @@ def requirement_pin(name: str) -> str:
     raise KeyError(f"{name} is not pinned in requirements.txt")
 
 
+# The zip format's earliest date: a wheel's entries get it instead of the build's time.
+REPRODUCIBLE = {"SOURCE_DATE_EPOCH": "315532800"}
+
+
 def fetch_agent_wheels(manifest: Manifest) -> None:
     """The edge agent's wheel and pikit-contract's, built from edge_agent/ and contract/, and their
     pure-Python dependency from PyPI."""
@@ -388,7 +392,9 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
                 shutil.copytree(
                     REPO / folder, source_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
                 )
-                run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log)
+                # Reproducible: the same source gives the same bytes on any controller, so that a
+                # rebuilt cache does not reinstall (and restart) every agent on the next run.
+                run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log, env=REPRODUCIBLE)
         wheel_only = ["--no-deps", "--only-binary=:all:"]
         run([*pip, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
     for rel, source in wanted.items():
