@@ -53,11 +53,11 @@ def as_latest_records(closed: list[dict[str, Any]]) -> list[Record]:
         series = (window["device"], window["sensor"], window["metric"])
         if series not in newest or window["window_start"] > newest[series]["window_start"]:
             newest[series] = window
+    keys = sorted(newest)
+    bodies = as_kafka_records([newest[series] for series in keys])
     return [
         ("/".join(series).encode(), value, headers)
-        for series, (_, value, headers) in sorted(
-            (series, as_kafka_records([window])[0]) for series, window in newest.items()
-        )
+        for series, (_, value, headers) in zip(keys, bodies, strict=True)
     ]
 
 

@@ -523,14 +523,19 @@ def promtool(endpoint: str, only: str = "") -> str:
     return (proc.stdout + proc.stderr).strip() if proc.returncode else ""
 
 
-def pikit_status(site: Site, *extra: str) -> tuple[int, dict[str, Any]]:
-    proc = subprocess.run(
-        [REPO / ".venv/bin/pikit", "status", "-i", site.inventory, "--json", "--silent-after", "20", *extra],
+def pikit(site: Site, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The controller's `pikit` command on the suite's site, as a user runs it."""
+    return subprocess.run(
+        [REPO / ".venv/bin/pikit", command, "-i", site.inventory, *argv],
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "PIKIT_STATE_DIR": str(site.state)},
     )
+
+
+def pikit_status(site: Site, *extra: str) -> tuple[int, dict[str, Any]]:
+    proc = pikit(site, "status", "--json", "--silent-after", "20", *extra)
     assert proc.returncode in (0, 1), f"pikit status failed: {proc.stderr[-2000:]}"
     return proc.returncode, json.loads(proc.stdout)
 
@@ -1473,13 +1478,7 @@ def the_latest_values_are_the_newest_aggregates(site: Site) -> None:
 
 
 def pikit_latest(site: Site, *device: str) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [REPO / ".venv/bin/pikit", "latest", "-i", site.inventory, "--json", *device],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PIKIT_STATE_DIR": str(site.state)},
-    )
+    proc = pikit(site, "latest", "--json", *device)
     assert proc.returncode == 0, f"pikit latest failed: {proc.stderr[-2000:]}"
     found: list[dict[str, Any]] = json.loads(proc.stdout)
     return found

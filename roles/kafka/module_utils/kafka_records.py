@@ -9,6 +9,7 @@ import contextlib
 from typing import Any
 
 from ansible.module_utils.kafka_client import client_options, connect
+from ansible.module_utils.kafka_topics import topic_partitions
 
 # Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):
@@ -41,9 +42,7 @@ def delete_records(params: dict[str, Any], check: bool) -> dict[str, Any]:
         raise ValueError("delete_records needs one of before_offset and before_time_ms")
     consumer = KafkaConsumer(**client_options(params))
     try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not partitions:
-            raise RuntimeError(f"topic {topic} has no partitions (does it exist?)")
+        partitions = topic_partitions(consumer, topic)
         starts = {tp.partition: o for tp, o in consumer.beginning_offsets(partitions).items()}
         ends = {tp.partition: o for tp, o in consumer.end_offsets(partitions).items()}
         by_time = None

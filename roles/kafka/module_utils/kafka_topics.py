@@ -91,13 +91,18 @@ def reconcile_topics(
     return changes, drift
 
 
+def topic_partitions(consumer: Any, topic: str) -> list[Any]:
+    """Every partition of `topic`, in order; a topic without any is an error that names it."""
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+    if not parts:
+        raise RuntimeError(f"topic {topic} has no partitions (does it exist?)")
+    return parts
+
+
 def end_offsets(params: dict[str, Any]) -> dict[str, int]:
     consumer = KafkaConsumer(**client_options(params))
     try:
-        topic = params["topic"]
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not parts:
-            raise RuntimeError(f"topic {params['topic']} has no partitions (does it exist?)")
+        parts = topic_partitions(consumer, params["topic"])
         return {str(tp.partition): offset for tp, offset in sorted(consumer.end_offsets(parts).items())}
     finally:
         consumer.close()
