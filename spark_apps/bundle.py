@@ -1,7 +1,10 @@
 """Pack what the apps import into one zip for spark-submit --py-files.
 
 The bytes depend only on the sources (fixed timestamps, sorted entries), so a
-re-submission with unchanged apps changes nothing on the cluster.
+re-submission with unchanged apps changes nothing on the cluster. The packages come from
+the kit checkout this file is in, not from what the running Python has installed: the
+spark role runs `<pikit_kit_dir>/spark_apps/bundle.py`, and the bundle is that kit's apps
+whichever checkout the venv's editable installs point at.
 
     python spark_apps/bundle.py OUT.zip
 """
@@ -12,19 +15,16 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pikit_contract
-import pikit_spark
-
-# The apps' library and the package they share with the agent and the controller, each whole, as
-# installed (tests/unit/spark/test_bundle.py checks every module an app imports is in).
-PACKAGES = [pikit_spark, pikit_contract]
+KIT = Path(__file__).resolve().parents[1]
+# The apps' library and the package they share with the agent and the controller, each whole
+# (tests/unit/spark/test_bundle.py checks every module an app imports is in).
+PACKAGES = [KIT / "spark_apps" / "pikit_spark", KIT / "contract" / "pikit_contract"]
 
 
 def files() -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
-    for package in PACKAGES:
-        root = Path(str(package.__file__)).resolve().parent
-        out += [(p, f"{package.__name__}/{p.relative_to(root)}") for p in root.rglob("*.py")]
+    for root in PACKAGES:
+        out += [(p, f"{root.name}/{p.relative_to(root)}") for p in root.rglob("*.py")]
     return sorted(out, key=lambda item: item[1])
 
 

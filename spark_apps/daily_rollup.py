@@ -1,14 +1,19 @@
 """daily_rollup: daily per-device statistics from sensor_aggregates' Parquet windows.
 
 Reads <output-dir>/aggregates, writes <output-dir>/daily (partitioned by date; the dates
-it computes are replaced, others kept) and prints the table.
+it computes are replaced, others kept) and prints the table. Then keeps the retention: the
+windows of dates older than --retention-days are deleted once the daily table holds them
+(pikit_spark/retention.py), and what went is reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
+from pathlib import Path
 
+from pikit_spark import retention
 from pikit_spark.common import LOG, base_parser, session, setup_logging
 from pikit_spark.rollup import daily
 from pyspark.sql import functions as F
@@ -23,6 +28,13 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", required=True)
     parser.add_argument(
         "--date", action="append", default=[], help="YYYY-MM-DD (repeatable; default: every date)"
+    )
+    parser.add_argument(
+        "--retention-days",
+        type=int,
+        required=True,
+        help="keep this many days of per-minute windows (today included) and delete older dates "
+        "once rolled up; 0: keep every date",
     )
     return parser
 
@@ -52,6 +64,12 @@ def main(argv: list[str] | None = None) -> None:
         out,
     )
     table.show(200, truncate=False)
+    if args.retention_days > 0:
+        # Read back, not taken from this run's table: a date rolled up by an earlier run counts.
+        held = {str(r.date) for r in spark.read.parquet(f"{out}/daily").select("date").distinct().collect()}
+        today = dt.datetime.now(dt.UTC).date()
+        report = retention.apply(Path(f"{out}/aggregates"), args.retention_days, today, held)
+        LOG.info("%s: %s", APP, report.summary(args.retention_days, Path(f"{out}/aggregates")))
 
 
 if __name__ == "__main__":

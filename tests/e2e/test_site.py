@@ -1437,6 +1437,24 @@ def _active_since(node: str, unit: str) -> str:
     return sh(node, f"systemctl show -p ActiveEnterTimestampMonotonic --value {unit}").strip()
 
 
+def test_the_daily_rollup_runs_from_its_timer_unit(site: Site) -> None:
+    """site.yml schedules daily_rollup on the master (spark_rollup_on_calendar); its unit, run
+    now, rolls up every date of windows and reports the retention (nothing is old on a fresh lab)."""
+    unit = "spark-app-daily-rollup"
+    assert sh(MASTER, f"systemctl is-enabled {unit}.timer").strip() == "enabled"
+    assert sh(MASTER, f"systemctl is-active {unit}.timer").strip() == "active"
+    started = int(time.time())
+    sh(MASTER, f"systemctl start {unit}.service")  # oneshot: returns when the run ended
+    assert sh(MASTER, f"systemctl show -p Result --value {unit}.service").strip() == "success"
+    log = sh(MASTER, f"journalctl -u {unit} --since @{started} --no-pager")
+    assert "retention 90 days: nothing older" in log, log[-3000:]
+    windows = sh(MASTER, "ls /srv/pikit/shared/output/aggregates").split()
+    days = sh(MASTER, "ls /srv/pikit/shared/output/daily").split()
+    assert [d for d in days if d.startswith("date=")] == [w for w in windows if w.startswith("date=")]
+    assert days, "no date rolled up"
+    print(f"\n[rollup] {unit}.service ran in {time.time() - started:.0f} s; daily dates {days}")
+
+
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
     taken = {d: int(agent_metric(d, "edge_agent_readings_taken_total")) for d in EDGES}
     for node in EDGES:

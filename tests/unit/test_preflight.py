@@ -132,6 +132,11 @@ def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
         (["pi-4"], {"spark_shared_storage": "nfs", "spark_nfs_server": "pi-1"}, "spark_nfs_server=pi-1"),
         (["pi-4"], {"spark_site_apps": ["daily_rollup"]}, "spark_site_apps names daily_rollup"),
         (["pi-4"], {"spark_shared_storage": "ceph"}, "spark_shared_storage"),
+        (
+            ["pi-4"],
+            {"spark_output_retention_days": 2, "spark_late_horizon_seconds": 90000},
+            "spark_output_retention_days=2 would delete dates that sensor_aggregates may still write",
+        ),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-1"]}, "['pi-1']: pi-1 not in group spark_worker"),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-2", "pi-3"]}, "every worker would leave"),
         (["pi-4"], {"kafka_brokers_decommissioned": ["pi-1"]}, "pi-1 is not a dedicated broker"),

@@ -4,11 +4,11 @@ sets is one the app knows, and every option the app requires is one the role set
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
+from pikit_testkit.apps import app_module
 
 REPO = Path(__file__).resolve().parents[3]
 APPS = yaml.safe_load((REPO / "roles/spark/defaults/main.yml").read_text())["spark_apps"]
@@ -19,11 +19,7 @@ STREAMING_OPTIONS = list(VARS["_spark_streaming_options"])
 
 
 def app_options(app: str) -> argparse.ArgumentParser:
-    spec = importlib.util.spec_from_file_location(f"pikit_app_{app}", REPO / "spark_apps" / f"{app}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    parser: argparse.ArgumentParser = module.options()
+    parser: argparse.ArgumentParser = app_module(app).options()
     return parser
 
 
