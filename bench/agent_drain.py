@@ -36,7 +36,7 @@ from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics
 from edge_agent.sender import Sender
 from edge_agent.spool import Record, Spool
-from pikit_contract.readings import Reading, envelope
+from pikit_contract.readings import SCHEMA_VERSION, Reading, envelopes, spool_body, spooled
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 
@@ -67,10 +67,11 @@ def make_tls(work: Path) -> dict[str, Path]:
 
 
 def readings(n: int) -> Iterator[bytes]:
+    """Each reading as the agent spools it (its contract version's byte, then its JSON)."""
     now = time.time()
     for i in range(n):
-        body = Reading("bench", i, "bme280", "temperature", 20.0 + (i % 100) / 10, "C", now + i / 100).body()
-        yield json.dumps(body, separators=(",", ":")).encode()
+        value = 20.0 + (i % 100) / 10
+        yield spool_body(Reading("bench", i, "bme280", "temperature", value, "C", now + i / 100))
 
 
 class Inputs:
@@ -85,16 +86,17 @@ class Inputs:
         chunk: list[Record] = []
         size = 0
         with self.single.open("wb") as single, self.batched.open("wb") as batched:
-            for i, body in enumerate(readings(n)):
-                spool.append(i, body)
+            for i, spooled_body in enumerate(readings(n)):
+                spool.append(i, spooled_body)
+                body = spooled(spooled_body)[1]
                 single.write(body + b"\n")
                 size += len(body)
-                chunk.append(Record(i, i, body))
+                chunk.append(Record(i, i, spooled_body))
                 if len(chunk) == PER_RECORD:
-                    batched.write(envelope("bench", chunk) + b"\n")
+                    batched.writelines(v + b"\n" for v in envelopes("bench", chunk, PER_RECORD))
                     chunk = []
             if chunk:
-                batched.write(envelope("bench", chunk) + b"\n")
+                batched.writelines(v + b"\n" for v in envelopes("bench", chunk, PER_RECORD))
         spool.close()
         self.reading_bytes = size // n
         self.records = -(-n // PER_RECORD)
@@ -159,7 +161,7 @@ class Contenders:
         else:
             one = Spool(spool, max_bytes=1 << 30, segment_bytes=4 << 20, fsync="never")
             for i, line in enumerate(readings_file.read_bytes().splitlines()):
-                one.append(i, line)
+                one.append(i, bytes([SCHEMA_VERSION]) + line)  # as spool_body writes it
             one.close()
         config = agent_config(self.work, self.broker.address, self.tls, spool, self.topic())
         return timed([sys.executable, "-m", "bench.agent_drain", "--drain", str(config)])

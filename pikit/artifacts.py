@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pikit_contract.readings import SCHEMA_VERSION
+
 from pikit import REPO, role_default
 from pikit.phases import die, exclusive, phase, run, say
 
@@ -85,9 +87,15 @@ class Manifest:
         del self.files[rel]
         return False
 
-    def record(self, rel: str, source: str) -> None:
+    def record(self, rel: str, source: str, **facts: str | int) -> None:
+        """The file's hash and size, where it came from, and `facts` a role reads about it."""
         target = self.path.parent / rel
-        self.files[rel] = {"sha256": sha256_of(target), "size": target.stat().st_size, "source": source}
+        entry: dict[str, str | int] = {
+            "sha256": sha256_of(target),
+            "size": target.stat().st_size,
+            "source": source,
+        }
+        self.files[rel] = {**entry, **facts}
         self.save()
 
     def save(self) -> None:
@@ -400,7 +408,10 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
     for rel, source in wanted.items():
         if not (cache_dir() / rel).exists():
             die(f"{rel} was not produced; see {log}")
-        manifest.record(rel, source)
+        # The reading contract's version the release writes: a roll-out checks first that the
+        # running Spark apps read it (roles/edge_agent/tasks/contract_gate.yml).
+        facts = {"writes_schema": SCHEMA_VERSION} if rel.startswith("agent/pikit_edge_agent-") else {}
+        manifest.record(rel, source, **facts)
 
 
 def tree_hash(root: Path) -> str:

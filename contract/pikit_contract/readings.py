@@ -1,18 +1,32 @@
-"""The reading contract, version 1: one place, used by the agent, the Spark apps and the tests.
+"""The reading contract, versions 1 and 2: one place, used by the agent, the Spark apps and the tests.
 
 A Kafka record from a device is keyed by the device id; its value is a UTF-8 JSON
 batch of that device's readings, in sequence order:
 
-    {"schema": 1, "device": "edge-1",
+    {"schema": 2, "device": "edge-1",
      "readings": [{"seq": 41, "sensor": "cpu", "metric": "temperature",
-                   "value": 48.3, "unit": "C", "ts": 1795323249.95}, ...]}
+                   "value": 48.3, "unit": "C", "ts": 1795323249950}, ...]}
 
 `seq` increases by one per reading per device, forever (it survives restarts), so a
-consumer finds gaps and drops duplicates by (device, seq). `ts` is the event time in
-Unix seconds (UTC). Batching readings per record is what lets a Pi Zero keep up.
+consumer finds gaps and drops duplicates by (device, seq). `ts` is the event time (UTC):
+an integer of Unix milliseconds in version 2, a number of Unix seconds in version 1.
+Batching readings per record is what lets a Pi Zero keep up.
 
 Headers: the agent's release in `pikit-agent` (what a roll-out waits for), and the
 device's signature (pikit_contract/signing.py).
+
+How the contract evolves (the rules every change follows):
+- A compatible change keeps the version: a new optional field in a record or a reading, a
+  new sensor or metric. A reader keeps the fields it knows and passes over the rest; the
+  record, whole, stays in the readings topic for a reader that knows more.
+- A change of meaning is a new version: a field renamed, retyped, rescaled or made
+  required. Version 2 is one: `ts` became integer milliseconds (exact, and an integer is
+  cheaper than a float for a Pi Zero to format).
+- A reader refuses a version it does not know (a dead letter `unknown schema`), so the
+  readers move first: every Spark app reads every version in SCHEMAS_READ, and a roll-out of
+  an agent release checks first that the running apps read the version that release writes
+  (roles/edge_agent/tasks/contract_gate.yml). An agent writes SCHEMA_VERSION; a reading it
+  spooled under an earlier release keeps its version to the end (spool_body/envelopes).
 """
 
 from __future__ import annotations
@@ -22,9 +36,10 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # what this release's agent writes
+SCHEMAS_READ = (1, 2)  # what this release's readers accept
 RELEASE_HEADER = "pikit-agent"
 # Readings in the device's spool when a record left it (that record's included): what `pikit
 # status` shows of a device it cannot reach, read from what the device sent.
@@ -35,6 +50,7 @@ _NAME = re.compile(NAME_PATTERN)
 READING_FIELDS = ("seq", "sensor", "metric", "value", "unit", "ts")
 UNIT_MAX_LEN = 16
 TS_MIN, TS_MAX = 946684800, 4102444800  # 2000-01-01 and 2100-01-01, UTC
+TS_MS_MIN, TS_MS_MAX = TS_MIN * 1000, TS_MAX * 1000
 
 
 SEQ_MAX = 2**63 - 1  # a consumer keeps seq in a 64-bit integer
@@ -44,7 +60,7 @@ SEQ_MAX = 2**63 - 1  # a consumer keeps seq in a 64-bit integer
 # value) comes after them.
 NOT_JSON = "not JSON"
 NOT_AN_OBJECT = "record is not a JSON object"
-UNKNOWN_SCHEMA = f"unknown schema (this reader knows {SCHEMA_VERSION})"
+UNKNOWN_SCHEMA = f"unknown schema (this reader knows {', '.join(map(str, SCHEMAS_READ))})"
 BAD_DEVICE = "device must be a short name"
 NO_READINGS = "readings must be a non-empty list"
 READING_NOT_AN_OBJECT = "reading is not an object"
@@ -52,6 +68,11 @@ BAD_SEQ = "seq must be a non-negative integer"
 BAD_UNIT = "unit must be a short string"
 BAD_VALUE = "value must be a finite number"
 BAD_TS = f"ts must be Unix seconds between {TS_MIN} and {TS_MAX}"
+BAD_TS_MS = f"ts must be integer Unix milliseconds between {TS_MS_MIN} and {TS_MS_MAX}"
+
+
+def bad_ts(schema: int) -> str:
+    return BAD_TS_MS if schema >= 2 else BAD_TS
 
 
 def lacks(field: str) -> str:
@@ -81,13 +102,16 @@ class Reading:
     unit: str
     ts: float
 
-    def body(self) -> dict[str, Any]:
+    def body(self, schema: int = SCHEMA_VERSION) -> dict[str, Any]:
         out = asdict(self)
         del out["device"]
+        if schema >= 2:
+            out["ts"] = round(self.ts * 1000)
         return out
 
 
-def validate_reading(device: str, raw: Any) -> Reading:
+def validate_reading(device: str, raw: Any, schema: int) -> Reading:
+    """One reading of a record of version `schema` (decode_envelope's), its ts in seconds."""
     if not isinstance(raw, dict):
         raise ContractError(READING_NOT_AN_OBJECT, type(raw).__name__)
     missing = [f for f in READING_FIELDS if f not in raw]
@@ -103,9 +127,15 @@ def validate_reading(device: str, raw: Any) -> Reading:
         raise ContractError(BAD_UNIT, repr(raw["unit"]))
     if not _is_number(value) or not math.isfinite(value):
         raise ContractError(BAD_VALUE, repr(value))
-    if not _is_number(ts) or not TS_MIN <= ts <= TS_MAX:
+    if schema >= 2:
+        if not isinstance(ts, int) or isinstance(ts, bool) or not TS_MS_MIN <= ts <= TS_MS_MAX:
+            raise ContractError(BAD_TS_MS, repr(ts))
+        seconds = ts / 1000
+    elif not _is_number(ts) or not TS_MIN <= ts <= TS_MAX:
         raise ContractError(BAD_TS, repr(ts))
-    return Reading(device, seq, raw["sensor"], raw["metric"], float(value), raw["unit"], float(ts))
+    else:
+        seconds = float(ts)
+    return Reading(device, seq, raw["sensor"], raw["metric"], float(value), raw["unit"], seconds)
 
 
 def _is_number(value: Any) -> bool:
@@ -125,36 +155,72 @@ class Spooled(Protocol):
     def payload(self) -> bytes: ...
 
 
-def envelope(device: str, records: Iterable[Spooled]) -> bytes:
-    """The contract's record value, built from the spooled reading bodies without re-encoding."""
-    head = b'{"schema":%d,"device":"%s","readings":[' % (SCHEMA_VERSION, device.encode())
-    return head + b",".join(r.payload for r in records) + b"]}"
+def spool_body(reading: Reading) -> bytes:
+    """A reading's body as the agent spools it: its version's byte, then its JSON. A body that
+    starts with `{` was spooled by a release before version 2 and is a version 1 body."""
+    return bytes([SCHEMA_VERSION]) + json.dumps(reading.body(), separators=(",", ":")).encode()
 
 
-def encode_batch(device: str, readings: list[Reading]) -> bytes:
+def spooled(payload: bytes) -> tuple[int, bytes]:
+    """A spooled body's version and its JSON (spool_body's inverse, for either version)."""
+    return (1, payload) if payload[:1] == b"{" else (payload[0], payload[1:])
+
+
+def envelope(device: str, schema: int, bodies: Iterable[bytes]) -> bytes:
+    """The contract's record value around reading bodies of version `schema`, not re-encoded."""
+    head = b'{"schema":%d,"device":"%s","readings":[' % (schema, device.encode())
+    return head + b",".join(bodies) + b"]}"
+
+
+def envelopes(device: str, records: Iterable[Spooled], size: int) -> list[bytes]:
+    """The record values for spooled readings in order, at most `size` readings each; readings
+    spooled under another version of the contract go in records of their own version."""
+    out: list[bytes] = []
+    run: list[bytes] = []
+    run_version = 0
+    for record in records:
+        version, body = spooled(record.payload)
+        if run and (version != run_version or len(run) == size):
+            out.append(envelope(device, run_version, run))
+            run = []
+        run_version = version
+        run.append(body)
+    if run:
+        out.append(envelope(device, run_version, run))
+    return out
+
+
+def encode_batch(device: str, readings: list[Reading], schema: int = SCHEMA_VERSION) -> bytes:
     return json.dumps(
-        {"schema": SCHEMA_VERSION, "device": device, "readings": [r.body() for r in readings]},
+        {"schema": schema, "device": device, "readings": [r.body(schema) for r in readings]},
         separators=(",", ":"),
     ).encode()
 
 
-def decode_envelope(value: bytes) -> tuple[str, list[Any]]:
-    """A record's device and its readings, not yet validated one by one."""
+class Envelope(NamedTuple):
+    device: str
+    readings: list[Any]
+    schema: int
+
+
+def decode_envelope(value: bytes) -> Envelope:
+    """A record's device, its readings (not yet validated one by one) and its version."""
     try:
         doc = json.loads(value, parse_constant=_not_json)
     except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise ContractError(NOT_JSON, str(exc)) from None
     if not isinstance(doc, dict):
         raise ContractError(NOT_AN_OBJECT, type(doc).__name__)
-    if type(doc.get("schema")) is not int or doc["schema"] != SCHEMA_VERSION:
-        raise ContractError(UNKNOWN_SCHEMA, repr(doc.get("schema")))
+    schema = doc.get("schema")
+    if type(schema) is not int or schema not in SCHEMAS_READ:
+        raise ContractError(UNKNOWN_SCHEMA, repr(schema))
     device = doc.get("device")
     if not isinstance(device, str) or not _NAME.match(device):
         raise ContractError(BAD_DEVICE, repr(device))
     readings = doc.get("readings")
     if not isinstance(readings, list) or not readings:
         raise ContractError(NO_READINGS, type(readings).__name__)
-    return device, readings
+    return Envelope(device, readings, schema)
 
 
 def _not_json(token: str) -> Any:
@@ -164,5 +230,5 @@ def _not_json(token: str) -> Any:
 
 def decode_batch(value: bytes) -> list[Reading]:
     """Every reading of a record, or ContractError for a record that breaks the contract."""
-    device, readings = decode_envelope(value)
-    return [validate_reading(device, raw) for raw in readings]
+    device, readings, schema = decode_envelope(value)
+    return [validate_reading(device, raw, schema) for raw in readings]

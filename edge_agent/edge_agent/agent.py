@@ -8,7 +8,6 @@ sensor shows as stalled (a log line and the `edge_agent_sensor_stalled` gauge).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import signal
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from pikit_contract.readings import Reading
+from pikit_contract.readings import Reading, spool_body
 from pikit_contract.watchdog import Watchdog
 
 from edge_agent import clock
@@ -109,9 +108,8 @@ class Agent:
                 continue
             self.metrics.taken += 1
             reading = Reading(self.config.device_id, self.next_seq, sensor.name, metric, value, unit, now)
-            payload = json.dumps(reading.body(), separators=(",", ":")).encode()
             try:
-                accepted = self.spool.append(reading.seq, payload)
+                accepted = self.spool.append(reading.seq, spool_body(reading))
             except OSError as exc:  # a failing disk: the spool took its partial write back
                 log.error("spool write failed (%s); reading not taken", exc)
                 accepted = False

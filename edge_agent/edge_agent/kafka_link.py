@@ -17,7 +17,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from pikit_contract.brokers import Probe, answering, bootstrap_servers
-from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER, envelope
+from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER, envelopes
 from pikit_contract.signing import headers, read_key
 
 from edge_agent.config import Config
@@ -114,8 +114,7 @@ class KafkaLink:
         size = self.config.kafka.readings_per_record
         spooled = [(SPOOL_HEADER, str(self.backlog()).encode())] if self.backlog else []
         futures = []
-        for i in range(0, len(records), size):
-            value = envelope(device, records[i : i + size])
+        for value in envelopes(device, records, size):
             signed = headers(device, self.signing_key, value) if self.signing_key else []
             futures.append(
                 self.producer.send(

@@ -20,6 +20,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pikit_contract.readings import SCHEMAS_READ
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from pikit_spark.common import LOG
@@ -171,7 +172,15 @@ class AppMetrics(StreamingQueryListener):
             "".join(self._lines(queries, values))
             + "".join(self._device_lines(devices))
             + "".join(self._keyring_lines(keyring))
+            + "".join(self._schema_lines())
         )
+
+    def _schema_lines(self) -> Iterator[str]:
+        # What an agent roll-out checks before any device changes (roles/edge_agent/tasks/contract_gate.yml).
+        name = "pikit_app_reading_schema"
+        yield f"# HELP {name} 1 for each version of the reading contract the app's code reads\n"
+        yield f"# TYPE {name} gauge\n"
+        yield from (f'{name}{{app="{self.app}",schema="{v}"}} 1\n' for v in SCHEMAS_READ)
 
     def _keyring_lines(self, keyring: tuple[str, list[str]] | None) -> Iterator[str]:
         if keyring is None:

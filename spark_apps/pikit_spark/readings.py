@@ -4,7 +4,9 @@ A record in the agent's own form is read by Spark's JSON reader straight into th
 contract's types, at a plain parser's speed; any other record is parsed once into a
 VARIANT, whose values keep their JSON types, so the contract's type rules (a seq is an
 integer, a sensor a string) hold exactly where Spark's reader would turn 5 into "5".
-No field is looked up in the JSON text again. Everything is a Spark SQL expression, not a
+No field is looked up in the JSON text again. Both versions of the contract the apps read
+(SCHEMAS_READ) take both paths: a version 2 record's ts, integer milliseconds, becomes
+seconds as the agent's contract makes it (ms / 1000). Everything is a Spark SQL expression, not a
 Python UDF: a Pi's executor never starts a Python worker for them. tests/unit/spark checks
 that both paths accept and reject exactly what the agent's own
 `decode_envelope`/`validate_reading` do, reason for reason."""
@@ -20,6 +22,7 @@ from pikit_contract.readings import (
     BAD_DEVICE,
     BAD_SEQ,
     BAD_TS,
+    BAD_TS_MS,
     BAD_UNIT,
     BAD_VALUE,
     NAME_PATTERN,
@@ -28,9 +31,11 @@ from pikit_contract.readings import (
     NOT_JSON,
     READING_FIELDS,
     READING_NOT_AN_OBJECT,
-    SCHEMA_VERSION,
+    SCHEMAS_READ,
     TS_MAX,
     TS_MIN,
+    TS_MS_MAX,
+    TS_MS_MIN,
     UNIT_MAX_LEN,
     UNKNOWN_SCHEMA,
     bad_name,
@@ -153,12 +158,21 @@ _FIELD_FORMS = {
     "value": _INT + r"(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?",
     "unit": f'"{_CHAR}{{0,{UNIT_MAX_LEN}}}+"',
 }
-_FIELD_FORMS["ts"] = _FIELD_FORMS["value"]
-_READING = r"\{" + ",".join(f'"{name}":{_FIELD_FORMS[name]}' for name in READING_FIELDS) + r"\}"
-_AGENT_FORM = (
-    rf'^\{{"schema":{SCHEMA_VERSION},"device":{_FIELD_FORMS["sensor"]},'
-    rf'"readings":\[{_READING}(?:,{_READING})*+\]\}}\z'
-)
+# ts: a number of seconds in version 1, an integer of milliseconds in version 2.
+_TS_FORMS = {1: _FIELD_FORMS["value"], 2: _INT}
+
+
+def _reading_form(schema: int) -> str:
+    forms = {**_FIELD_FORMS, "ts": _TS_FORMS[schema]}
+    return r"\{" + ",".join(f'"{name}":{forms[name]}' for name in READING_FIELDS) + r"\}"
+
+
+def _record_form(schema: int) -> str:
+    reading = _reading_form(schema)
+    return rf'{schema},"device":{_FIELD_FORMS["sensor"]},"readings":\[{reading}(?:,{reading})*+\]'
+
+
+_AGENT_FORM = rf'^\{{"schema":(?:{"|".join(_record_form(v) for v in SCHEMAS_READ)})\}}\z'
 # Java's regex recurses once per reading: a text this long takes the exact path, not the stack.
 _AGENT_FORM_MAX_BYTES = 256 * 1024
 
@@ -224,7 +238,7 @@ def parse(
     env = _Variant(F.col("v"))
     device_ok = env.is_string("device") & env.get("device", "string").rlike(NAME_PATTERN)
     schema_ok = F.coalesce(
-        (env.type_of("schema") == "BIGINT") & (env.get("schema", "long") == SCHEMA_VERSION), F.lit(False)
+        (env.type_of("schema") == "BIGINT") & env.get("schema", "long").isin(*SCHEMAS_READ), F.lit(False)
     )
     readings = env.get("readings", "array<variant>")
     readings_ok = F.coalesce(F.size(readings) > 0, F.lit(False))
@@ -245,7 +259,8 @@ def parse(
     # Two explodes, one per path, so that neither path's readings are copied: a record explodes
     # into its readings on its own path and into one row of nulls on the other. A record that
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
-    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"]) | record_reason.isNotNull()
+    schema = F.when(fast, j["schema"]).otherwise(env.get("schema", "long"))
+    may_hold_dead = ~fast | ~_numbers_all_good(j["readings"], schema) | record_reason.isNotNull()
     typed_rows = parsed.select(
         "key",
         F.when(may_hold_dead, F.col("value")).alias("value"),
@@ -257,6 +272,7 @@ def parse(
         "v",
         record_reason.alias("record_reason"),
         claimed.alias("device"),
+        schema.alias("schema"),
         F.posexplode_outer(F.when(fast & record_reason.isNull(), j["readings"])).alias("typed_index", "f"),
     )
     exact_readings = F.when(~fast & F.col("record_reason").isNull(), readings)
@@ -265,8 +281,14 @@ def parse(
     ).withColumn("index", F.coalesce("typed_index", "exact_index"))
     f = F.col("f")
     r = _Variant(F.col("r"))
-    ts = F.when(fast, f["ts"]).otherwise(r.get("ts", "double"))
-    number_checks = _number_checks(f["value"], f["ts"], max_clock_skew_s)
+    v2 = F.col("schema") == 2
+    # As written: seconds (version 1) or milliseconds (version 2); a long's milliseconds are exact
+    # as a double (< 2**53), and seconds = ms / 1000 is the double Python's int / 1000 gives.
+    exact_ts = F.when(v2, r.get("ts", "long").cast("double")).otherwise(r.get("ts", "double"))
+    ts = F.when(v2, F.when(fast, f["ts"]).otherwise(exact_ts) / 1000).otherwise(
+        F.when(fast, f["ts"]).otherwise(exact_ts)
+    )
+    number_checks = _number_checks(f["value"], f["ts"], v2, max_clock_skew_s)
     type_checks: list[tuple[Column, str]] = [
         # A reading with a seq is an object; only one without is looked at as a whole.
         (r.field("seq").isNotNull() | r.is_object(), READING_NOT_AN_OBJECT),
@@ -275,7 +297,8 @@ def parse(
         *((r.is_string(name), bad_name(name)) for name in ("sensor", "metric")),
         (r.is_string("unit"), BAD_UNIT),
         (r.is_number("value"), BAD_VALUE),
-        (r.is_number("ts"), BAD_TS),
+        (v2 | r.is_number("ts"), BAD_TS),
+        (~v2 | (r.type_of("ts") == "BIGINT"), BAD_TS_MS),
     ]
     # On the exact path a type check and its value check are one check: the first that fails names it.
     exact_checks = _merge(
@@ -287,7 +310,7 @@ def parse(
                 r.get("metric", "string"),
                 r.get("unit", "string"),
             ),
-            *_number_checks(r.get("value", "double"), r.get("ts", "double"), max_clock_skew_s),
+            *_number_checks(r.get("value", "double"), exact_ts, v2, max_clock_skew_s),
         ],
     )
     reading_reason = F.when(fast, _first_failure(number_checks)).otherwise(_first_failure(exact_checks))
@@ -407,28 +430,32 @@ def _form_checks(seq: Column, sensor: Column, metric: Column, unit: Column) -> l
     ]
 
 
-def _numbers_all_good(readings: Column) -> Column:
+def _numbers_all_good(readings: Column, schema: Column) -> Column:
     """Whether every reading of a typed record passes `_number_checks` (false when unsure).
 
     The explode copies the columns beside each reading: a record's bytes, which only a dead
     letter needs, go along only with a record that may hold one, not with every reading."""
     values, stamps = readings["value"], readings["ts"]
+    v2 = schema == 2
+    newest = F.array_max(stamps)
     ok = (
         (F.array_min(values) >= -_DOUBLE_MAX)
         & (F.array_max(values) <= _DOUBLE_MAX)
-        & (F.array_min(stamps) >= TS_MIN)
-        & (F.array_max(stamps) <= TS_MAX)
-        & at_most(F.array_max(stamps), F.col("latest_ts"))
+        & (F.array_min(stamps) >= F.when(v2, TS_MS_MIN).otherwise(TS_MIN))
+        & (newest <= F.when(v2, TS_MS_MAX).otherwise(TS_MAX))
+        & at_most(F.when(v2, newest / 1000).otherwise(newest), F.col("latest_ts"))
     )
     return F.coalesce(ok, F.lit(False))
 
 
-def _number_checks(value: Column, ts: Column, max_clock_skew_s: int) -> list[tuple[Column, str]]:
-    """The contract's last checks on a reading, in its order: on its numbers."""
+def _number_checks(value: Column, ts: Column, v2: Column, max_clock_skew_s: int) -> list[tuple[Column, str]]:
+    """The contract's last checks on a reading, in its order: on its numbers (`ts` as written:
+    seconds, or milliseconds where `v2`)."""
     return [
         (value.between(-_DOUBLE_MAX, _DOUBLE_MAX), BAD_VALUE),
-        (ts.between(TS_MIN, TS_MAX), BAD_TS),
-        (at_most(ts, F.col("latest_ts")), too_far_ahead(max_clock_skew_s)),
+        (v2 | ts.between(TS_MIN, TS_MAX), BAD_TS),
+        (~v2 | ts.between(TS_MS_MIN, TS_MS_MAX), BAD_TS_MS),
+        (at_most(F.when(v2, ts / 1000).otherwise(ts), F.col("latest_ts")), too_far_ahead(max_clock_skew_s)),
     ]
 
 

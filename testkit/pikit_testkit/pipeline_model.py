@@ -88,7 +88,7 @@ def authentic(
         reason, signer = verdict(value, headers, keys)
         if reason is None:
             try:
-                device, _ = decode_envelope(value)
+                device = decode_envelope(value).device
             except ContractError:
                 device = None  # a dead letter for its contract reason
             reason = forged_reason(signer, device) if device is not None else None
@@ -106,13 +106,13 @@ def split_records(
     dead: list[bytes] = []
     for value in values:
         try:
-            device, raws = decode_envelope(value)
+            device, raws, schema = decode_envelope(value)
         except ContractError:
             dead.append(value)
             continue
         for raw in raws:
             try:
-                reading = validate_reading(device, raw)
+                reading = validate_reading(device, raw, schema)
             except ContractError:
                 dead.append(value)
                 continue

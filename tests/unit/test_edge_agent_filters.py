@@ -57,3 +57,32 @@ def test_only_the_current_and_previous_releases_are_kept() -> None:
         "/opt/edge-agent/releases/0.1.0"
     ]
     assert load().edge_agent_releases_to_prune(found, ["0.1.2", ""]) == found[:2]
+
+
+APP_PAGE = """# HELP pikit_app_reading_schema 1 for each version of the reading contract the app's code reads
+# TYPE pikit_app_reading_schema gauge
+pikit_app_reading_schema{app="sensor_aggregates",schema="1"} 1
+pikit_app_reading_schema{app="sensor_aggregates",schema="2"} 1
+"""
+
+
+def _page(url: str, content: str = "", status: int = 200) -> dict[str, object]:
+    return {"url": url, "status": status, "content": content, "msg": "OK" if status == 200 else "refused"}
+
+
+def test_an_app_says_which_contract_versions_it_reads_and_an_older_one_reads_1() -> None:
+    assert load().edge_agent_schemas_read(APP_PAGE) == [1, 2]
+    assert load().edge_agent_schemas_read("pikit_app_state_rows 3\n") == [1], "code before the versions"
+
+
+def test_a_release_rolls_out_only_when_every_app_reads_what_it_writes() -> None:
+    refusal = load().edge_agent_contract_refusal
+    v1_app = _page("pi-4:9432", "pikit_app_state_rows 3\n")
+    assert refusal([_page("pi-4:9431", APP_PAGE), _page("pi-4:9432", APP_PAGE)], "0.2.0", 2) == ""
+    assert refusal([_page("pi-4:9431", APP_PAGE), v1_app], "0.1.0", 1) == ""
+    why = refusal([_page("pi-4:9431", APP_PAGE), v1_app], "0.2.0", 2)
+    assert why.startswith("agent release 0.2.0 writes version 2 of the reading contract, but the app at ")
+    assert "pi-4:9431" not in why
+    assert "reads version 1. Apps first, then agents" in why and "No device was changed." in why
+    down = refusal([_page("pi-4:9431", status=-1)], "0.2.0", 2)
+    assert "the app at pi-4:9431 does not answer (refused)" in down

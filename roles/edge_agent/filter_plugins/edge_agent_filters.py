@@ -59,6 +59,44 @@ def edge_agent_started_ms(page: dict[str, Any], otherwise: float) -> int:
     return int(1000 * (started if started else otherwise))
 
 
+def edge_agent_schemas_read(page: str) -> list[int]:
+    """The reading contract's versions a Spark app's metrics page says its code reads; [1] for a
+    page without them (the apps read version 1 alone until they said so)."""
+    found = sorted(
+        int(labels["schema"])
+        for match in map(_SAMPLE.match, (page or "").splitlines())
+        if match and match["name"] == "pikit_app_reading_schema"
+        for labels in [dict(_LABEL.findall(match["labels"] or ""))]
+        if "schema" in labels and float(match["value"]) == 1
+    )
+    return found or [1]
+
+
+def edge_agent_contract_refusal(pages: list[dict[str, Any]], release: str, writes: int) -> str:
+    """Why agent `release`, which writes version `writes` of the reading contract, must not roll out
+    yet; empty when every streaming app's metrics page (registered `uri` results) answers and
+    reads that version. Readers move first: an app that cannot read it would dead-letter every
+    reading of every upgraded device."""
+    problems = []
+    for page in pages:
+        url = page.get("url") or page.get("item") or "?"
+        if page.get("status") != 200:
+            problems.append(f"the app at {url} does not answer ({page.get('msg') or page.get('status')})")
+            continue
+        reads = edge_agent_schemas_read(page.get("content", ""))
+        if writes not in reads:
+            problems.append(f"the app at {url} reads version {', '.join(map(str, reads))}")
+    if not problems:
+        return ""
+    return (
+        f"agent release {release} writes version {writes} of the reading contract, but "
+        + "; ".join(problems)
+        + ". Apps first, then agents: submit the apps of this kit (playbooks/site.yml submits them before "
+        "the agents, or playbooks/submit.yml -e app=<app> for each of spark_site_apps), then roll the "
+        "release out again. No device was changed."
+    )
+
+
 def edge_agent_releases_to_prune(found: list[str], keep: list[str]) -> list[str]:
     """Release directories (paths) whose name is none of `keep` (current and previous release)."""
     return sorted(path for path in found if path.rstrip("/").rsplit("/", 1)[-1] not in keep)
@@ -72,5 +110,6 @@ class FilterModule:
             "edge_agent_metrics_health": edge_agent_metrics_health,
             "edge_agent_started_ms": edge_agent_started_ms,
             "edge_agent_releases_to_prune": edge_agent_releases_to_prune,
+            "edge_agent_contract_refusal": edge_agent_contract_refusal,
             "edge_agent_device_nodes": device_nodes,
         }

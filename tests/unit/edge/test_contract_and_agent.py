@@ -14,7 +14,15 @@ from edge_agent.config import parse
 from edge_agent.kafka_link import pick_compression
 from edge_agent.spool import Record
 from pikit_contract import readings as contract
-from pikit_contract.readings import ContractError, Reading, decode_batch, encode_batch, envelope
+from pikit_contract.readings import (
+    ContractError,
+    Reading,
+    decode_batch,
+    encode_batch,
+    envelopes,
+    spool_body,
+    spooled,
+)
 
 
 def reading(seq: int, **changes: Any) -> dict[str, Any]:
@@ -29,16 +37,45 @@ def reading(seq: int, **changes: Any) -> dict[str, Any]:
     }
 
 
-def test_encode_and_decode_round_trip() -> None:
-    readings = [Reading("edge-1", i, "bme", "temperature", 20.0 + i, "C", 1.8e9 + i) for i in range(3)]
-    assert decode_batch(encode_batch("edge-1", readings)) == readings
+@pytest.mark.parametrize("schema", contract.SCHEMAS_READ)
+def test_encode_and_decode_round_trip(schema: int) -> None:
+    readings = [Reading("edge-1", i, "bme", "temperature", 20.0 + i, "C", 1.8e9 + i + 0.25) for i in range(3)]
+    assert decode_batch(encode_batch("edge-1", readings, schema)) == readings
+
+
+def test_version_2_writes_ts_as_integer_milliseconds() -> None:
+    one = Reading("edge-1", 1, "bme", "temperature", 20.0, "C", 1795323249.9504)
+    assert json.loads(encode_batch("edge-1", [one], 2))["readings"][0]["ts"] == 1795323249950
+    assert json.loads(encode_batch("edge-1", [one], 1))["readings"][0]["ts"] == 1795323249.9504
+    assert decode_batch(encode_batch("edge-1", [one], 2))[0].ts == 1795323249950 / 1000
 
 
 def test_the_sender_envelope_is_a_contract_record() -> None:
-    records = [Record(i, i, json.dumps(reading(i)).encode()) for i in range(4)]
-    decoded = decode_batch(envelope("edge-7", records))
+    records = [Record(i, i, spool_body(Reading("x", i, "bme", "t", 1.0, "C", 1.8e9))) for i in range(4)]
+    [value] = envelopes("edge-7", records, size=10)
+    assert json.loads(value)["schema"] == contract.SCHEMA_VERSION
+    decoded = decode_batch(value)
     assert [r.seq for r in decoded] == [0, 1, 2, 3]
     assert {r.device for r in decoded} == {"edge-7"}
+
+
+def test_readings_spooled_before_an_upgrade_go_out_in_their_own_version() -> None:
+    """A spool written by a version 1 release (bare JSON bodies), then by this one: each run of a
+    version goes in records of that version, in order, none larger than the size."""
+    old = [Record(i, i, json.dumps(reading(i)).encode()) for i in range(3)]
+    new = [Record(i, i, spool_body(Reading("x", i, "bme", "t", 1.0, "C", 1.8e9))) for i in range(3, 8)]
+    values = envelopes("edge-7", [*old, *new], size=3)
+    assert [json.loads(v)["schema"] for v in values] == [1, 2, 2]
+    assert [[r.seq for r in decode_batch(v)] for v in values] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [r.ts for v in values for r in decode_batch(v)] == [1.8e9] * 8
+
+
+def test_compatible_additions_are_read_and_the_rest_passed_over() -> None:
+    """A new optional field in a record or a reading, a new sensor or metric: same version, read."""
+    added = {**reading(1, ts=1_800_000_000_000, sensor="sds011", metric="pm25"), "quality": 0.9}
+    value = json.dumps({"schema": 2, "device": "d", "firmware": "2.1", "readings": [added]}).encode()
+    [read] = decode_batch(value)
+    assert (read.sensor, read.metric, read.ts) == ("sds011", "pm25", 1.8e9)
 
 
 @pytest.mark.parametrize(
@@ -47,8 +84,13 @@ def test_the_sender_envelope_is_a_contract_record() -> None:
         (b"\xff\xfe", contract.NOT_JSON),
         (b"[1, 2]", contract.NOT_AN_OBJECT),
         (
-            json.dumps({"schema": 2, "device": "d", "readings": [reading(1)]}).encode(),
+            json.dumps({"schema": 3, "device": "d", "readings": [reading(1)]}).encode(),
             contract.UNKNOWN_SCHEMA,
+        ),
+        (json.dumps({"schema": 2, "device": "d", "readings": [reading(1)]}).encode(), contract.BAD_TS_MS),
+        (
+            json.dumps({"schema": 2, "device": "d", "readings": [reading(1, ts=1.8e12)]}).encode(),
+            contract.BAD_TS_MS,  # milliseconds, but not an integer
         ),
         (json.dumps({"schema": 1, "device": "", "readings": [reading(1)]}).encode(), contract.BAD_DEVICE),
         (json.dumps({"schema": 1, "device": "d", "readings": []}).encode(), contract.NO_READINGS),
@@ -215,7 +257,7 @@ def test_a_hung_sensor_delays_no_other_and_shows_as_stalled(
         assert 'edge_agent_sensor_stalled{sensor="hung"} 1' in agent.metrics.render()
         # fast: 2 metrics every 50 ms while the other read hangs
         assert taken_while_hung >= 10
-        assert {json.loads(r.payload)["sensor"] for r in agent.spool.read(10**6)} == {"fast"}
+        assert {json.loads(spooled(r.payload)[1])["sensor"] for r in agent.spool.read(10**6)} == {"fast"}
         hung.release.set()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and agent.sensors[1].stalled:

@@ -5,7 +5,8 @@ spool, and a rollback starts the old release on whatever the new one left. The f
 directory is a spool exactly as release 0.1.0 left it (60 readings in three 2 KiB
 segments, the first 25 acknowledged); it is never regenerated. A release that changes
 the on-disk format must keep reading it, or migrate it on open, and add its own fixture
-here so that the next release is held to it too.
+here so that the next release is held to it too: 0.2.0's bodies carry their contract
+version's byte (pikit_contract.readings.spool_body), 0.1.0's are bare version 1 JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from edge_agent.spool import Spool
+from pikit_contract.readings import decode_batch, envelopes, spooled
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RELEASES = sorted(p.name.removeprefix("spool-") for p in FIXTURES.glob("spool-*"))
@@ -30,8 +32,11 @@ def test_an_earlier_releases_spool_opens_with_every_unsent_reading(tmp_path: Pat
     records = spool.read(1000)
     assert [r.seq for r in records] == list(range(25, 60)), "every unacknowledged reading, in order"
     for record in records:
-        body = json.loads(record.payload)
+        body = json.loads(spooled(record.payload)[1])
         assert body["seq"] == record.seq and body["value"] == pytest.approx(20 + record.seq / 10)
+    # Sent by this release in the version they were spooled in, each one readable.
+    sent = [r for value in envelopes("edge-1", records, size=10) for r in decode_batch(value)]
+    assert [r.seq for r in sent] == list(range(25, 60))
     assert spool.counters() == {"oldest": 0, "refused": 0, "disk_full": 0, "damaged": 0}
     assert spool.repaired_bytes == 0, "an intact spool is not rewritten"
 

@@ -15,15 +15,24 @@ def reading(
     return {"seq": seq, "sensor": sensor, "metric": metric, "value": value, "unit": "C", "ts": ts}
 
 
-def batch(device: str, readings: list[Any]) -> bytes:
+def batch(device: str, readings: list[Any], schema: int = 1) -> bytes:
     """A record as the agent writes it (pikit_contract.readings.encode_batch), whatever its readings hold."""
-    return json.dumps({"schema": 1, "device": device, "readings": readings}, separators=(",", ":")).encode()
+    record = {"schema": schema, "device": device, "readings": readings}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def in_ms(raw: Any) -> Any:
+    """A version 1 reading as version 2 writes it (ts in integer milliseconds), whatever else it holds."""
+    if isinstance(raw, dict) and isinstance(raw.get("ts"), float):
+        return {**raw, "ts": round(raw["ts"] * 1000)}
+    return raw
 
 
 MALFORMED_RECORDS: list[bytes] = [
     b"not json at all",
     b"[1, 2, 3]",
-    b'{"schema": 2, "device": "edge-1", "readings": [{}]}',
+    b'{"schema": 3, "device": "edge-1", "readings": [{}]}',
+    b'{"schema": 0, "device": "edge-1", "readings": [{}]}',
     b'{"schema": 1.0, "device": "edge-1", "readings": [{}]}',
     b'{"schema": true, "device": "edge-1", "readings": [{}]}',
     b'{"schema": 1, "device": "bad device!", "readings": []}',
@@ -67,4 +76,15 @@ MALFORMED_READINGS: list[Any] = [
     {"seq": 1, "sensor": "sim"},  # lacks metric, value, unit, ts: the first is named
     [],
     None,
+]
+
+# Version 2's own ways to break its ts (integer milliseconds), each in a version 2 record.
+MALFORMED_V2_READINGS: list[Any] = [
+    {**reading(1, T0), "ts": T0},  # seconds, as version 1 wrote them
+    {**reading(1, T0), "ts": T0 * 1000 + 0.5},  # milliseconds, not an integer
+    {**reading(1, T0), "ts": int(T0 * 1000) * 1000},  # microseconds: past 2100
+    {**reading(1, T0), "ts": 12},
+    {**reading(1, T0), "ts": "1795000000000"},
+    {**reading(1, T0), "ts": 10**30},
+    {**reading(1, T0), "ts": True},
 ]

@@ -7,6 +7,7 @@ import time
 import urllib.request
 from types import SimpleNamespace
 
+from pikit_contract.readings import SCHEMAS_READ
 from pikit_spark.metrics import AppMetrics, QueryProgress, records_behind
 from pikit_testkit.broker import free_port
 from pyspark.sql import SparkSession
@@ -57,6 +58,8 @@ def test_the_exposition_carries_the_last_progress_and_the_apps_counts() -> None:
     assert value(samples, "pikit_app_late_readings_total", app="sensor_aggregates") == 5
     assert value(samples, "pikit_app_state_rows", app="sensor_aggregates") == 11
     assert value(samples, "pikit_app_dead_letters_total", app="sensor_aggregates") == 0
+    for schema in SCHEMAS_READ:  # what an agent roll-out checks first
+        assert value(samples, "pikit_app_reading_schema", app="sensor_aggregates", schema=str(schema)) == 1
 
 
 def test_each_device_is_exported_as_seen_when_the_batch_holding_it_ended() -> None:

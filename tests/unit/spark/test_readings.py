@@ -12,7 +12,15 @@ from pikit_spark.readings import dead_letter_records, in_agent_form, parse, too_
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from tests.unit.spark.records import MALFORMED_READINGS, MALFORMED_RECORDS, T0, batch, reading
+from tests.unit.spark.records import (
+    MALFORMED_READINGS,
+    MALFORMED_RECORDS,
+    MALFORMED_V2_READINGS,
+    T0,
+    batch,
+    in_ms,
+    reading,
+)
 
 
 def _frame(spark: SparkSession, values: list[bytes]) -> Any:
@@ -29,13 +37,13 @@ def _python_verdicts(values: list[bytes]) -> tuple[set[tuple[str, int]], list[Ve
     rejected: list[Verdict] = []
     for offset, value in enumerate(values):
         try:
-            device, raws = decode_envelope(value)
+            device, raws, schema = decode_envelope(value)
         except ContractError as exc:
             rejected.append((offset, None, exc.reason))
             continue
         for index, raw in enumerate(raws):
             try:
-                good.add((device, validate_reading(device, raw).seq))
+                good.add((device, validate_reading(device, raw, schema).seq))
             except ContractError as exc:
                 rejected.append((offset, index, exc.reason))
     return good, sorted(rejected, key=str)
@@ -54,6 +62,15 @@ def test_both_paths_agree_with_the_contract_reason_for_reason(spark: SparkSessio
         batch("edge-5", [{**reading(5, T0), "value": 10**30, "ts": int(T0)}]),  # integers as numbers
         batch("edge-5", [{**reading(6, T0), "value": 1e308 * 10}]),  # inf: dumps writes Infinity
         batch("edge-5", [reading(7, T0)]).replace(b'"sim"', b"'sim'"),  # single quotes are not JSON
+        # Version 2: every malformed reading again, its ts in milliseconds; then version 2's own.
+        *(
+            batch("edge-8", [in_ms(reading(200 + i, T0)), in_ms(bad)], 2)
+            for i, bad in enumerate(MALFORMED_READINGS)
+        ),
+        *(
+            batch("edge-8", [in_ms(reading(300 + i, T0)), bad], 2)
+            for i, bad in enumerate(MALFORMED_V2_READINGS)
+        ),
     ]
     expected_good, expected_rejected = _python_verdicts(values)
     parsed = parse(_frame(spark, values))
@@ -78,6 +95,9 @@ def test_only_records_in_the_agents_form_take_the_typed_path_and_both_paths_agre
         batch("edge-6", [{**reading(3, T0), "unit": 'say "hi"\n'}]),
         batch("edge-6", [{**reading(4, T0), "ts": 12}, {**reading(5, T0), "value": 1.5}]),
         batch("edge-6", [reading(6, T0)]).replace(b'"value":20.0', b'"value":1e400'),  # inf
+        batch("edge-6", [in_ms(reading(7, T0)), in_ms(reading(8, T0 + 0.001))], 2),
+        batch("edge-6", [{**reading(9, T0), "ts": 12}], 2),  # an integer: in form, refused by its number
+        batch("edge-6", [in_ms(reading(10, T0))], 1),  # version 1 with milliseconds: a number, refused by it
     ]
     out_of_form = [
         json.dumps({"schema": 1, "device": "edge-7", "readings": [good]}).encode(),  # whitespace
@@ -94,6 +114,7 @@ def test_only_records_in_the_agents_form_take_the_typed_path_and_both_paths_agre
         batch("edge-7", [reading(12, T0)]).replace(b'"C"', b'"\xc3"'),  # invalid UTF-8
         batch("edge-7", [reading(13, T0)]).replace(b'"C"', b'"\x01"'),  # a raw control character
         batch("edge-7", [reading(n, T0) for n in range(20, 3000)]),  # longer than the form is matched
+        batch("edge-7", [reading(14, T0)], 2),  # version 2 with seconds: not its form
     ]
     values = in_form + out_of_form
     frame = _frame(spark, values)
