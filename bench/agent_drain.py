@@ -36,7 +36,7 @@ from edge_agent.kafka_link import KafkaLink
 from edge_agent.metrics import Metrics
 from edge_agent.sender import Sender
 from edge_agent.spool import Record, Spool
-from pikit_contract.readings import SCHEMA_VERSION, Reading, envelopes, spool_body, spooled
+from pikit_contract.readings import Reading, envelopes, spool_body
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 
@@ -67,7 +67,7 @@ def make_tls(work: Path) -> dict[str, Path]:
 
 
 def readings(n: int) -> Iterator[bytes]:
-    """Each reading as the agent spools it (its contract version's byte, then its JSON)."""
+    """Each reading as the agent spools it."""
     now = time.time()
     for i in range(n):
         value = 20.0 + (i % 100) / 10
@@ -86,12 +86,11 @@ class Inputs:
         chunk: list[Record] = []
         size = 0
         with self.single.open("wb") as single, self.batched.open("wb") as batched:
-            for i, spooled_body in enumerate(readings(n)):
-                spool.append(i, spooled_body)
-                body = spooled(spooled_body)[1]
+            for i, body in enumerate(readings(n)):
+                spool.append(i, body)
                 single.write(body + b"\n")
                 size += len(body)
-                chunk.append(Record(i, i, spooled_body))
+                chunk.append(Record(i, i, body))
                 if len(chunk) == PER_RECORD:
                     batched.writelines(v + b"\n" for v in envelopes("bench", chunk, PER_RECORD))
                     chunk = []
@@ -161,7 +160,7 @@ class Contenders:
         else:
             one = Spool(spool, max_bytes=1 << 30, segment_bytes=4 << 20, fsync="never")
             for i, line in enumerate(readings_file.read_bytes().splitlines()):
-                one.append(i, bytes([SCHEMA_VERSION]) + line)  # as spool_body writes it
+                one.append(i, line)
             one.close()
         config = agent_config(self.work, self.broker.address, self.tls, spool, self.topic())
         return timed([sys.executable, "-m", "bench.agent_drain", "--drain", str(config)])

@@ -30,6 +30,7 @@ from pikit_spark.aggregates import (
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
+from pikit_spark.metrics import LATEST_STATS
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import batch_timestamp, checkpoint_query_id
@@ -51,6 +52,20 @@ def options() -> argparse.ArgumentParser:
         "--latest-topic", required=True, help="compacted: the newest window of each device x sensor x metric"
     )
     parser.add_argument("--output-dir", required=True, help="Parquet aggregates go to <dir>/aggregates")
+    parser.add_argument(
+        "--latest-gauge",
+        action="append",
+        default=[],
+        choices=sorted(LATEST_STATS),
+        help="export this statistic of each series' newest closed window on the metrics page "
+        "(repeatable; none by default: each is a series per device x sensor x metric)",
+    )
+    parser.add_argument(
+        "--latest-gauge-device",
+        action="append",
+        default=[],
+        help="export the latest gauges of this device only (repeatable; default: every device)",
+    )
     parser.add_argument("--window-seconds", type=int, default=60, help="tumbling event-time window")
     parser.add_argument(
         "--device-slack-seconds",
@@ -79,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     parquet_every = 0 if args.trigger == AVAILABLE_NOW else args.parquet_every_seconds
     topics = [args.aggregates_topic, args.latest_topic, args.late_topic, args.dead_letter_topic]
     app = StreamingApp.start(APP, args, topics)
+    app.metrics.export_latest(args.latest_gauge, args.latest_gauge_device)
     sink, checkpoints = app.sink, app.checkpoints
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     parquet = f"{args.output_dir.rstrip('/')}/aggregates"
@@ -125,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
                     app.metrics.add("windows_closed", len(step.closed))
                     app.metrics.add("late_readings", len(step.late))
                     app.metrics.add("dead_letters", len(step.dead))
+                app.metrics.latest_windows(step.closed)  # in Kafka now, this run's or the one before
                 steps.done("kafka")
                 fire_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
             if copied:

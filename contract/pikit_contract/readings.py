@@ -25,8 +25,8 @@ How the contract evolves (the rules every change follows):
 - A reader refuses a version it does not know (a dead letter `unknown schema`), so the
   readers move first: every Spark app reads every version in SCHEMAS_READ, and a roll-out of
   an agent release checks first that the running apps read the version that release writes
-  (roles/edge_agent/tasks/contract_gate.yml). An agent writes SCHEMA_VERSION; a reading it
-  spooled under an earlier release keeps its version to the end (spool_body/envelopes).
+  (roles/edge_agent/tasks/contract_gate.yml). An agent writes SCHEMA_VERSION; its spool keeps
+  version 1 bodies, which any release sends (spool_body, envelopes).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -156,14 +156,25 @@ class Spooled(Protocol):
 
 
 def spool_body(reading: Reading) -> bytes:
-    """A reading's body as the agent spools it: its version's byte, then its JSON. A body that
-    starts with `{` was spooled by a release before version 2 and is a version 1 body."""
-    return bytes([SCHEMA_VERSION]) + json.dumps(reading.body(), separators=(",", ":")).encode()
+    """A reading's body as the agent spools it: version 1's JSON, as every release before wrote
+    it. A spool then opens under any release: an upgrade sends what the release before spooled,
+    and a rollback to a release that knows version 1 alone sends what this one spooled."""
+    return json.dumps(reading.body(1), separators=(",", ":")).encode()
 
 
-def spooled(payload: bytes) -> tuple[int, bytes]:
-    """A spooled body's version and its JSON (spool_body's inverse, for either version)."""
-    return (1, payload) if payload[:1] == b"{" else (payload[0], payload[1:])
+def in_milliseconds(body: bytes) -> bytes:
+    """A spooled (version 1) body as version 2 writes it: ts, its last field, in integer
+    milliseconds. Only the number is rewritten, so that a Pi Zero sends without parsing JSON."""
+    head, sep, tail = body.rpartition(b',"ts":')
+    if sep and tail.endswith(b"}"):
+        try:
+            seconds = float(tail[:-1])
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds):
+            return head + b',"ts":%d}' % round(seconds * 1000)
+    doc = json.loads(body)  # not in the agent's own form: the slow way, same result
+    return json.dumps({**doc, "ts": round(doc["ts"] * 1000)}, separators=(",", ":")).encode()
 
 
 def envelope(device: str, schema: int, bodies: Iterable[bytes]) -> bytes:
@@ -172,22 +183,14 @@ def envelope(device: str, schema: int, bodies: Iterable[bytes]) -> bytes:
     return head + b",".join(bodies) + b"]}"
 
 
-def envelopes(device: str, records: Iterable[Spooled], size: int) -> list[bytes]:
-    """The record values for spooled readings in order, at most `size` readings each; readings
-    spooled under another version of the contract go in records of their own version."""
-    out: list[bytes] = []
-    run: list[bytes] = []
-    run_version = 0
-    for record in records:
-        version, body = spooled(record.payload)
-        if run and (version != run_version or len(run) == size):
-            out.append(envelope(device, run_version, run))
-            run = []
-        run_version = version
-        run.append(body)
-    if run:
-        out.append(envelope(device, run_version, run))
-    return out
+def envelopes(
+    device: str, records: Sequence[Spooled], size: int, schema: int = SCHEMA_VERSION
+) -> list[bytes]:
+    """The record values of version `schema` for spooled readings in order, `size` readings each."""
+    bodies = [r.payload for r in records]
+    if schema >= 2:
+        bodies = [in_milliseconds(b) for b in bodies]
+    return [envelope(device, schema, bodies[i : i + size]) for i in range(0, len(bodies), size)]
 
 
 def encode_batch(device: str, readings: list[Reading], schema: int = SCHEMA_VERSION) -> bytes:

@@ -91,6 +91,17 @@ APP_SERIES = {
 }
 
 
+# What export_latest may export of a window (sensor_aggregates' --latest-gauge): read, and said.
+LATEST_STATS: dict[str, tuple[Callable[[dict[str, Any]], float], str]] = {
+    "count": (lambda w: w["count"], "readings"),
+    "min": (lambda w: w["min"], "the lowest value"),
+    "mean": (lambda w: w["mean"], "the mean value"),
+    "max": (lambda w: w["max"], "the highest value"),
+    "stddev": (lambda w: w["stddev"], "the population standard deviation"),
+    "window_end": (lambda w: w["window_end"], "the end (Unix seconds)"),
+}
+
+
 class AppMetrics(StreamingQueryListener):
     """The app's metrics: a StreamingQueryListener for the queries' progress, plus the app's counts."""
 
@@ -101,6 +112,10 @@ class AppMetrics(StreamingQueryListener):
         self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
         self._devices: list[tuple[str, float, bool]] = []
         self._keyring: tuple[str, list[str]] | None = None
+        # The newest closed window of each exported series (latest_windows), and what of it.
+        self._latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._latest_stats: tuple[str, ...] = ()
+        self._latest_devices: frozenset[str] = frozenset()
         # When a query last showed life (started, made a batch, found nothing to read): what the
         # watchdog reads. The app's start counts as a sign until a query has given one.
         self._started = time.time()
@@ -150,6 +165,28 @@ class AppMetrics(StreamingQueryListener):
         with self._lock:
             self._keyring = (sha1, list(revoked))
 
+    def export_latest(self, stats: list[str], devices: list[str]) -> None:
+        """Export `stats` of each series' newest closed window as gauges, for `devices` (all when
+        empty). Off until called: at 10,000 devices x 3 metrics, each stat is 30,000 series."""
+        unknown = set(stats) - set(LATEST_STATS)
+        if unknown:
+            raise ValueError(f"no such statistic of a window: {', '.join(sorted(unknown))}")
+        with self._lock:
+            self._latest_stats, self._latest_devices = tuple(stats), frozenset(devices)
+
+    def latest_windows(self, closed: list[dict[str, Any]]) -> None:
+        """A committed batch's closed windows: each exported series keeps its newest."""
+        if not self._latest_stats:
+            return
+        with self._lock:
+            for window in closed:
+                if self._latest_devices and window["device"] not in self._latest_devices:
+                    continue
+                series = (window["device"], window["sensor"], window["metric"])
+                held = self._latest.get(series)
+                if held is None or window["window_start"] > held["window_start"]:
+                    self._latest[series] = window
+
     def devices(self, presence: list[tuple[str, float, bool]], batch_started: float) -> None:
         """Each device's presence after a batch that started at `batch_started`, and whether the
         app holds it silent: what a Prometheus alert on a quiet device reads. A device seen in
@@ -168,12 +205,25 @@ class AppMetrics(StreamingQueryListener):
         with self._lock:
             queries, values, devices = list(self._queries.values()), dict(self._values), list(self._devices)
             keyring = self._keyring
+            latest, stats = sorted(self._latest.items()), self._latest_stats
         return (
             "".join(self._lines(queries, values))
             + "".join(self._device_lines(devices))
             + "".join(self._keyring_lines(keyring))
             + "".join(self._schema_lines())
+            + "".join(self._latest_lines(latest, stats))
         )
+
+    def _latest_lines(
+        self, latest: list[tuple[tuple[str, str, str], dict[str, Any]]], stats: tuple[str, ...]
+    ) -> Iterator[str]:
+        for stat in stats:
+            name, read, text = f"pikit_latest_{stat}", LATEST_STATS[stat][0], LATEST_STATS[stat][1]
+            yield f"# HELP {name} {text} of the newest closed window of the device's sensor metric\n"
+            yield f"# TYPE {name} gauge\n"
+            for (device, sensor, metric), window in latest:
+                labels = f'app="{self.app}",device="{device}",sensor="{sensor}",metric="{metric}"'
+                yield f"{name}{{{labels}}} {read(window)}\n"
 
     def _schema_lines(self) -> Iterator[str]:
         # What an agent roll-out checks before any device changes (roles/edge_agent/tasks/contract_gate.yml).

@@ -55,7 +55,9 @@ import shutil
 import socket
 import statistics
 import subprocess
+import tempfile
 import time
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -92,7 +94,7 @@ from pikit_testkit.nemesis import (
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
 from pikit_testkit.reach import reach_command
 
-from pikit import REPO, lab, lab_image, prometheus
+from pikit import REPO, artifacts, lab, lab_image, prometheus
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape
 from pikit.topic import mtls_client, read_to_end
@@ -139,6 +141,7 @@ class Site:
         self.state = root / "state"
         self.logs = root
         self.first_recap: dict[str, int] = {}
+        self.rollup_started = 0  # when test_the_daily_rollup_starts_from_its_timer_unit started it
         # (device, fence, end offsets when it was restored) of each revocation (r): the apps
         # dead-letter a record signed by the device between the two as `revoked`.
         self.revocations: list[tuple[str, dict[int, int], dict[int, int]]] = []
@@ -1439,22 +1442,163 @@ def _active_since(node: str, unit: str) -> str:
     return sh(node, f"systemctl show -p ActiveEnterTimestampMonotonic --value {unit}").strip()
 
 
-def test_the_daily_rollup_runs_from_its_timer_unit(site: Site) -> None:
-    """site.yml schedules daily_rollup on the master (spark_rollup_on_calendar); its unit, run
-    now, rolls up every date of windows and reports the retention (nothing is old on a fresh lab)."""
-    unit = "spark-app-daily-rollup"
-    assert sh(MASTER, f"systemctl is-enabled {unit}.timer").strip() == "enabled"
-    assert sh(MASTER, f"systemctl is-active {unit}.timer").strip() == "active"
-    started = int(time.time())
-    sh(MASTER, f"systemctl start {unit}.service")  # oneshot: returns when the run ended
-    assert sh(MASTER, f"systemctl show -p Result --value {unit}.service").strip() == "success"
-    log = sh(MASTER, f"journalctl -u {unit} --since @{started} --no-pager")
+# The kit before the reading contract's version 2: its apps read version 1 alone, its agent
+# release 0.1.0 writes it. A commit of this repository's own history, checked out beside it.
+CONTRACT_V1_KIT = "2733c2e"
+APP_PORTS = {"sensor_aggregates": 9431, "anomaly_alerts": 9432}  # their metrics_port
+STREAMING_APPS = list(APP_PORTS)
+
+
+@pytest.mark.ops
+@pytest.mark.timeout(2400)
+def test_v_a_release_of_a_new_contract_version_waits_for_the_apps(site: Site) -> None:
+    """The site as it ran before the contract's version 2: agents on 0.1.0 (version 1), apps of
+    that kit (reading version 1 alone). Rolling 0.2.0 (version 2) out is refused before any device
+    changes, naming each app; the apps upgraded (submit.yml of this kit), the same roll-out goes
+    through. The agents produce throughout, and every reading of both versions is in the
+    aggregates, exact against a recompute of the raw topic."""
+    old_kit = site.logs / "kit-contract-v1"
+    git = ["git", "-C", str(REPO), "worktree"]
+    subprocess.run([*git, "remove", "--force", old_kit], check=False, capture_output=True)
+    subprocess.run([*git, "add", "--detach", old_kit, CONTRACT_V1_KIT], check=True)
+    try:
+        roll_out_a_contract_version(site, old_kit)
+    finally:
+        subprocess.run([*git, "remove", "--force", old_kit], check=False)
+
+
+def roll_out_a_contract_version(site: Site, old_kit: Path) -> None:
+    old_release = cache_agent_release(old_kit)
+    new_release = agent_release(REPO)
+    assert (old_release, new_release) == ("0.1.0", "0.2.0")
+
+    # Back to the site of before: the agents first (the running apps read both), then the apps.
+    site.playbook("edge-upgrade.yml", "v-agents-old.log", "-e", f"edge_agent_version={old_release}")
+    # That kit's apps (its bundle.py packs its own sources), with this kit's roles and cache, and
+    # without the options it did not have yet.
+    old_apps = ["-e", f"pikit_kit_dir={old_kit}", "-e", f"pikit_artifact_cache={artifacts.cache_dir()}"]
+    old_apps += ["-e", json.dumps({"spark_latest_gauges": []})]
+    for app in STREAMING_APPS:
+        site.playbook("submit.yml", f"v-{app}-old.log", "-e", f"app={app}", *old_apps)
+    wait_for("the old apps to say what they read", lambda: apps_read() == {(1,)})
+    old_since = time.time()
+    wait_for("version 1 of both devices", lambda: devices_writing(site, 1, old_since) >= set(EDGES), 240)
+
+    # The new release, refused: no device changes, no agent restarts.
+    runs = agent_runs()
+    refused = site.playbook("edge-upgrade.yml", "v-refused.log", refused=True)
+    assert f"agent release {new_release} writes version 2 of the reading contract" in refused, refused[-3000:]
+    for port in APP_PORTS.values():
+        assert f"{SUBNET_TO}14:{port} reads version 1" in refused, refused[-3000:]
+    assert "No device was changed." in refused
+    assert agent_runs() == runs
+    assert all(current == f"releases/{old_release}" for current, _ in runs.values())
+
+    # Apps first, then agents.
+    for app in STREAMING_APPS:
+        site.playbook("submit.yml", f"v-{app}-new.log", "-e", f"app={app}")
+    wait_for("the new apps to read both versions", lambda: apps_read() == {(1, 2)})
+    site.playbook("edge-upgrade.yml", "v-agents-new.log")
+    new_since = time.time()
+    assert {sh(d, f"readlink {AGENT_DIR}/current").strip() for d in EDGES} == {f"releases/{new_release}"}
+    wait_for("version 2 of both devices", lambda: devices_writing(site, 2, new_since) >= set(EDGES), 240)
+    model = judge(site, "v: a contract version rolled out, apps first")
+    for device in EDGES:
+        assert not model.seq_gaps(device), f"{device}: a gap across the releases: {model.seq_gaps(device)}"
+    print(f"\n[v] refused while the apps read version 1; rolled out after: {dict(versions_of(site))}")
+
+
+AGENT_DIR = "/opt/edge-agent"
+
+
+def agent_runs() -> dict[str, tuple[str, int]]:
+    """Each device's release (where `current` points) and its agent's restarts."""
+    return {d: (sh(d, f"readlink {AGENT_DIR}/current").strip(), restarts(d, "edge-agent")) for d in EDGES}
+
+
+def apps_read() -> set[tuple[int, ...]]:
+    return {tuple(schemas_read(app)) for app in STREAMING_APPS}
+
+
+def agent_release(kit: Path) -> str:
+    return version_of(kit / "edge_agent")
+
+
+def version_of(package: Path) -> str:
+    return str(tomllib.loads((package / "pyproject.toml").read_text())["project"]["version"])
+
+
+def cache_agent_release(kit: Path) -> str:
+    """The agent release of another checkout of the kit, built into this kit's artifact cache as
+    `make artifacts` builds its own (the agent's wheel and its contract's, reproducibly)."""
+    release = agent_release(kit)
+    manifest = artifacts.Manifest.load(artifacts.cache_dir() / "MANIFEST.json")
+    for name, folder in (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract")):
+        rel = f"agent/{name}-{version_of(kit / folder)}-py3-none-any.whl"
+        if manifest.verified(rel):
+            continue
+        with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
+            source = Path(work) / folder
+            shutil.copytree(kit / folder, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            pip = [str(REPO / ".venv/bin/python"), "-m", "pip", "-q", "wheel", "--no-deps"]
+            target = artifacts.cache_dir() / "agent"
+            env = {**os.environ, **artifacts.REPRODUCIBLE}
+            subprocess.run([*pip, "-w", target, source], check=True, env=env)
+        manifest.record(rel, "built:" + artifacts.tree_hash(kit / folder))
+    return release
+
+
+def schemas_read(app: str) -> list[int]:
+    samples = scrape(f"http://{SUBNET_TO}14:{APP_PORTS[app]}/metrics", timeout=5)
+    named = "pikit_app_reading_schema"
+    found = sorted(int(x.labels["schema"]) for x in samples if x.name == named and x.value == 1)
+    return found or [1]  # an app of the kit before the versions says nothing: it reads 1
+
+
+def versions_of(site: Site, since: float = 0) -> Counter[tuple[str, int | None]]:
+    """(device, contract version) of the raw topic's records sent after `since` (Kafka's timestamp)."""
+    return Counter(
+        ((r.key or b"").decode(), contract_version(r.value))
+        for r in read_to_end("sensor-readings", **site.client())
+        if r.timestamp / 1000 >= since
+    )
+
+
+def devices_writing(site: Site, version: int, since: float) -> set[str]:
+    return {device for (device, v) in versions_of(site, since) if v == version}
+
+
+ROLLUP_UNIT = "spark-app-daily-rollup"
+
+
+def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
+    """site.yml schedules daily_rollup on the master (spark_rollup_on_calendar). Its unit is started
+    now and runs beside the last test (2-3 minutes on the lab: it waits for executors beside the
+    streaming apps), which checks its outcome (the_daily_rollup_ran)."""
+    assert sh(MASTER, f"systemctl is-enabled {ROLLUP_UNIT}.timer").strip() == "enabled"
+    assert sh(MASTER, f"systemctl is-active {ROLLUP_UNIT}.timer").strip() == "active"
+    site.rollup_started = int(time.time())
+    sh(MASTER, f"systemctl start --no-block {ROLLUP_UNIT}.service")
+
+
+def the_daily_rollup_ran(site: Site) -> None:
+    """The unit ended well, rolled up every date of windows, and reported the retention (nothing
+    is old on a fresh lab)."""
+    assert site.rollup_started, "test_the_daily_rollup_starts_from_its_timer_unit did not run"
+
+    def ended() -> str | None:
+        state = sh(MASTER, f"systemctl show -p ActiveState --value {ROLLUP_UNIT}.service").strip()
+        return None if state == "activating" else state
+
+    wait_for("daily_rollup's run to end", ended, 600, every=5)
+    assert sh(MASTER, f"systemctl show -p Result --value {ROLLUP_UNIT}.service").strip() == "success"
+    log = sh(MASTER, f"journalctl -u {ROLLUP_UNIT} --since @{site.rollup_started} --no-pager")
     assert "retention 90 days: nothing older" in log, log[-3000:]
-    windows = sh(MASTER, "ls /srv/pikit/shared/output/aggregates").split()
-    days = sh(MASTER, "ls /srv/pikit/shared/output/daily").split()
-    assert [d for d in days if d.startswith("date=")] == [w for w in windows if w.startswith("date=")]
-    assert days, "no date rolled up"
-    print(f"\n[rollup] {unit}.service ran in {time.time() - started:.0f} s; daily dates {days}")
+    output = "/srv/pikit-shared/spark/output"
+    windows = [d for d in sh(MASTER, f"ls {output}/aggregates").split() if d.startswith("date=")]
+    days = [d for d in sh(MASTER, f"ls {output}/daily").split() if d.startswith("date=")]
+    assert days and days == windows, (days, windows)
+    print(f"[end] {ROLLUP_UNIT}.service: success, daily dates {days}")
 
 
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
@@ -1482,6 +1626,7 @@ def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
         sh(node, "systemctl start edge-agent")
     second = recap(site.playbook("site.yml", "site-2.log"))
     assert second == dict.fromkeys(site.first_recap, 0), f"second run changed something: {second}"
+    the_daily_rollup_ran(site)
 
 
 def the_latest_values_are_the_newest_aggregates(site: Site) -> None:
@@ -1498,6 +1643,16 @@ def the_latest_values_are_the_newest_aggregates(site: Site) -> None:
     one = pikit_latest(site, EDGES[0])
     assert one and {w["device"] for w in one} == {EDGES[0]}
     print(f"[end] pikit latest: {len(answered)} series, each the newest of the aggregates topic")
+    # The lab asks for the mean as a gauge (spark_latest_gauges); the app holds the windows it
+    # closed since it last started, which for the agents' devices includes their newest.
+    page = scrape(f"http://{SUBNET_TO}14:{APP_PORTS[APP]}/metrics", timeout=10)
+    gauges = {
+        (x.labels["device"], x.labels["sensor"], x.labels["metric"]): x.value
+        for x in page
+        if x.name == "pikit_latest_mean" and x.labels["device"] in EDGES
+    }
+    assert gauges == {k: w["mean"] for k, w in newest.items() if k[0] in EDGES}, gauges
+    print(f"[end] pikit_latest_mean: {len(gauges)} series of the agents' devices, each the newest mean")
 
 
 def pikit_latest(site: Site, *device: str) -> list[dict[str, Any]]:

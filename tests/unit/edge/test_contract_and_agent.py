@@ -19,9 +19,9 @@ from pikit_contract.readings import (
     Reading,
     decode_batch,
     encode_batch,
+    envelope,
     envelopes,
     spool_body,
-    spooled,
 )
 
 
@@ -51,23 +51,30 @@ def test_version_2_writes_ts_as_integer_milliseconds() -> None:
 
 
 def test_the_sender_envelope_is_a_contract_record() -> None:
-    records = [Record(i, i, spool_body(Reading("x", i, "bme", "t", 1.0, "C", 1.8e9))) for i in range(4)]
-    [value] = envelopes("edge-7", records, size=10)
-    assert json.loads(value)["schema"] == contract.SCHEMA_VERSION
-    decoded = decode_batch(value)
-    assert [r.seq for r in decoded] == [0, 1, 2, 3]
+    taken = [Reading("x", i, "bme", "t", 1.0, "C", 1.8e9 + i / 3) for i in range(5)]
+    records = [Record(i, r.seq, spool_body(r)) for i, r in enumerate(taken)]
+    values = envelopes("edge-7", records, size=2)
+    assert [json.loads(v)["schema"] for v in values] == [contract.SCHEMA_VERSION] * 3
+    decoded = [r for v in values for r in decode_batch(v)]
+    assert [r.seq for r in decoded] == [0, 1, 2, 3, 4]
     assert {r.device for r in decoded} == {"edge-7"}
+    assert [r.ts for r in decoded] == [round(r.ts * 1000) / 1000 for r in taken]
+    # Byte for byte what encode_batch writes, though no JSON was parsed on the way.
+    assert values == [encode_batch("edge-7", taken[i : i + 2]) for i in (0, 2, 4)]
 
 
-def test_readings_spooled_before_an_upgrade_go_out_in_their_own_version() -> None:
-    """A spool written by a version 1 release (bare JSON bodies), then by this one: each run of a
-    version goes in records of that version, in order, none larger than the size."""
-    old = [Record(i, i, json.dumps(reading(i)).encode()) for i in range(3)]
-    new = [Record(i, i, spool_body(Reading("x", i, "bme", "t", 1.0, "C", 1.8e9))) for i in range(3, 8)]
-    values = envelopes("edge-7", [*old, *new], size=3)
-    assert [json.loads(v)["schema"] for v in values] == [1, 2, 2]
-    assert [[r.seq for r in decode_batch(v)] for v in values] == [[0, 1, 2], [3, 4, 5], [6, 7]]
-    assert [r.ts for v in values for r in decode_batch(v)] == [1.8e9] * 8
+def test_a_spool_is_the_same_under_either_release_and_each_sends_its_version() -> None:
+    """This release spools what 0.1.0 spooled (version 1 bodies): 0.1.0, rolled back to, sends
+    them as version 1 records, as it always did; this release as version 2. Both read alike."""
+    taken = [Reading("edge-7", i, "bme", "t", 20.5, "C", 1795323249.95 + i) for i in range(3)]
+    records = [Record(i, r.seq, spool_body(r)) for i, r in enumerate(taken)]
+    assert [json.loads(r.payload)["ts"] for r in records] == [r.ts for r in taken], "as 0.1.0 spooled"
+    as_0_1_0 = envelope("edge-7", 1, [r.payload for r in records])  # what 0.1.0's sender writes
+    [as_0_2_0] = envelopes("edge-7", records, size=10)
+    assert json.loads(as_0_2_0)["readings"][0]["ts"] == 1795323249950
+    assert decode_batch(as_0_1_0) == taken
+    in_ms = [(1795323249950 + 1000 * i) / 1000 for i in range(3)]
+    assert decode_batch(as_0_2_0) == [Reading("edge-7", i, "bme", "t", 20.5, "C", in_ms[i]) for i in range(3)]
 
 
 def test_compatible_additions_are_read_and_the_rest_passed_over() -> None:
@@ -257,7 +264,7 @@ def test_a_hung_sensor_delays_no_other_and_shows_as_stalled(
         assert 'edge_agent_sensor_stalled{sensor="hung"} 1' in agent.metrics.render()
         # fast: 2 metrics every 50 ms while the other read hangs
         assert taken_while_hung >= 10
-        assert {json.loads(spooled(r.payload)[1])["sensor"] for r in agent.spool.read(10**6)} == {"fast"}
+        assert {json.loads(r.payload)["sensor"] for r in agent.spool.read(10**6)} == {"fast"}
         hung.release.set()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and agent.sensors[1].stalled:
@@ -389,3 +396,10 @@ def test_a_round_never_acknowledged_is_given_up_for_a_new_producer(
         link.acknowledged([Pending()], give_up=lambda: False)
     assert 0.3 <= time.monotonic() - started < 2
     assert link.acknowledged([Pending()], give_up=lambda: True) is False, "stopping still wins"
+
+
+def test_a_spooled_body_in_another_key_order_is_converted_the_slow_way() -> None:
+    fast = contract.in_milliseconds(b'{"seq":1,"value":2.5,"ts":1795323249.95}')
+    slow = contract.in_milliseconds(b'{"ts": 1795323249.95, "seq": 1, "value": 2.5}')
+    assert fast == b'{"seq":1,"value":2.5,"ts":1795323249950}'
+    assert json.loads(slow) == json.loads(fast)

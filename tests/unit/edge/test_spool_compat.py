@@ -5,8 +5,9 @@ spool, and a rollback starts the old release on whatever the new one left. The f
 directory is a spool exactly as release 0.1.0 left it (60 readings in three 2 KiB
 segments, the first 25 acknowledged); it is never regenerated. A release that changes
 the on-disk format must keep reading it, or migrate it on open, and add its own fixture
-here so that the next release is held to it too: 0.2.0's bodies carry their contract
-version's byte (pikit_contract.readings.spool_body), 0.1.0's are bare version 1 JSON.
+here so that the next release is held to it too. 0.2.0 writes version 2 of the reading
+contract but spools what 0.1.0 spooled (version 1 bodies), so that a rollback to 0.1.0
+sends what 0.2.0 left: no fixture of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from edge_agent.spool import Spool
-from pikit_contract.readings import decode_batch, envelopes, spooled
+from pikit_contract.readings import decode_batch, envelopes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RELEASES = sorted(p.name.removeprefix("spool-") for p in FIXTURES.glob("spool-*"))
@@ -32,9 +33,9 @@ def test_an_earlier_releases_spool_opens_with_every_unsent_reading(tmp_path: Pat
     records = spool.read(1000)
     assert [r.seq for r in records] == list(range(25, 60)), "every unacknowledged reading, in order"
     for record in records:
-        body = json.loads(spooled(record.payload)[1])
+        body = json.loads(record.payload)
         assert body["seq"] == record.seq and body["value"] == pytest.approx(20 + record.seq / 10)
-    # Sent by this release in the version they were spooled in, each one readable.
+    # Sent by this release in its own version of the contract, each one readable.
     sent = [r for value in envelopes("edge-1", records, size=10) for r in decode_batch(value)]
     assert [r.seq for r in sent] == list(range(25, 60))
     assert spool.counters() == {"oldest": 0, "refused": 0, "disk_full": 0, "damaged": 0}

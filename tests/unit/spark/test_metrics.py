@@ -6,7 +6,9 @@ import json
 import time
 import urllib.request
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from pikit_contract.readings import SCHEMAS_READ
 from pikit_spark.metrics import AppMetrics, QueryProgress, records_behind
 from pikit_testkit.broker import free_port
@@ -116,3 +118,38 @@ def test_progress_of_a_query_without_sources_is_empty_backlog() -> None:
     progress = _progress(0, "", "")
     progress.sources = []
     assert QueryProgress.of(progress).records_behind == {}
+
+
+def _window(device: str, start: int, mean: float) -> dict[str, Any]:
+    return {
+        "device": device,
+        "sensor": "simulated",
+        "metric": "temperature",
+        "unit": "C",
+        "window_start": start,
+        "window_end": start + 60,
+        "count": 6,
+        "min": mean - 1,
+        "max": mean + 1,
+        "mean": mean,
+        "stddev": 0.5,
+    }
+
+
+def test_the_latest_windows_are_gauges_only_when_asked_and_for_the_devices_asked() -> None:
+    quiet = AppMetrics("sensor_aggregates")
+    quiet.latest_windows([_window("edge-1", 60, 20.0)])
+    assert "pikit_latest_" not in quiet.exposition(), "off by default: a series per device x sensor x metric"
+
+    metrics = AppMetrics("sensor_aggregates")
+    metrics.export_latest(["mean", "window_end"], ["edge-1"])
+    one_batch = [_window("edge-1", 120, 21.0), _window("edge-1", 60, 20.0), _window("edge-2", 60, 9.0)]
+    metrics.latest_windows(one_batch)
+    metrics.latest_windows([_window("edge-1", 60, 19.0)])  # an older window, in a later batch
+    samples = parse(metrics.exposition())
+    series = {"app": "sensor_aggregates", "device": "edge-1", "sensor": "simulated", "metric": "temperature"}
+    assert value(samples, "pikit_latest_mean", **series) == 21.0
+    assert value(samples, "pikit_latest_window_end", **series) == 180
+    assert not [s for s in samples if s.labels.get("device") == "edge-2"]
+    with pytest.raises(ValueError, match="no such statistic of a window: median"):
+        metrics.export_latest(["median"], [])
