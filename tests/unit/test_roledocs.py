@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pikit import roledocs
 
@@ -94,3 +95,21 @@ def test_a_readme_without_markers_is_an_error(tmp_path: Path, capsys: pytest.Cap
 
 def test_every_role_readme_in_the_repository_is_current() -> None:
     assert roledocs.main(["--check"]) == 0
+
+
+def test_every_variable_of_a_roles_interface_has_a_default() -> None:
+    """A variable the spec names but no defaults file sets fails the first run that templates it
+    (spark_latest_gauge_devices did, in the e2e lab's first site.yml): the role's defaults or the
+    site-wide ones (roles/pikit) set each."""
+    repo = Path(__file__).resolve().parents[2]
+    site_wide = set(yaml.safe_load((repo / "roles/pikit/defaults/main.yml").read_text()))
+    missing = {}
+    for spec in sorted(repo.glob("roles/*/meta/argument_specs.yml")):
+        role = spec.parents[1]
+        options = yaml.safe_load(spec.read_text())["argument_specs"].get("main", {}).get("options", {})
+        defaults = role / "defaults/main.yml"
+        defined = set(yaml.safe_load(defaults.read_text()) or {}) if defaults.exists() else set()
+        unset = sorted(set(options) - defined - site_wide)
+        if unset:
+            missing[role.name] = unset
+    assert not missing, missing
