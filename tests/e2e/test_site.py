@@ -1489,7 +1489,7 @@ def roll_out_a_contract_version(site: Site, old_kit: Path) -> None:
     refused = site.playbook("edge-upgrade.yml", "v-refused.log", refused=True)
     assert f"agent release {new_release} writes version 2 of the reading contract" in refused, refused[-3000:]
     for port in APP_PORTS.values():
-        assert f"{SUBNET_TO}14:{port} reads version 1" in refused, refused[-3000:]
+        assert f"the app at http://{SUBNET_TO}14:{port}/metrics reads version 1" in refused, refused[-3000:]
     assert "No device was changed." in refused
     assert agent_runs() == runs
     assert all(current == f"releases/{old_release}" for current, _ in runs.values())
