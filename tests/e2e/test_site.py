@@ -1569,6 +1569,7 @@ def devices_writing(site: Site, version: int, since: float) -> set[str]:
 
 
 ROLLUP_UNIT = "spark-app-daily-rollup"
+OUTPUT = "/srv/pikit-shared/spark/output"  # spark_shared_dir/output on the lab
 
 
 def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
@@ -1577,6 +1578,9 @@ def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
     streaming apps), which checks its outcome (the_daily_rollup_ran)."""
     assert sh(MASTER, f"systemctl is-enabled {ROLLUP_UNIT}.timer").strip() == "enabled"
     assert sh(MASTER, f"systemctl is-active {ROLLUP_UNIT}.timer").strip() == "active"
+    # With no window in Parquet yet (sensor_aggregates copies them once a minute), daily_rollup
+    # exits 2 and says so: a run selected alone, right after the converge, waits for the first.
+    wait_for("the first windows in Parquet", lambda: "date=" in sh(MASTER, f"ls {OUTPUT}/aggregates"), 300)
     site.rollup_started = int(time.time())
     sh(MASTER, f"systemctl start --no-block {ROLLUP_UNIT}.service")
 
@@ -1594,9 +1598,8 @@ def the_daily_rollup_ran(site: Site) -> None:
     assert sh(MASTER, f"systemctl show -p Result --value {ROLLUP_UNIT}.service").strip() == "success"
     log = sh(MASTER, f"journalctl -u {ROLLUP_UNIT} --since @{site.rollup_started} --no-pager")
     assert "retention 90 days: nothing older" in log, log[-3000:]
-    output = "/srv/pikit-shared/spark/output"
-    windows = [d for d in sh(MASTER, f"ls {output}/aggregates").split() if d.startswith("date=")]
-    days = [d for d in sh(MASTER, f"ls {output}/daily").split() if d.startswith("date=")]
+    windows = [d for d in sh(MASTER, f"ls {OUTPUT}/aggregates").split() if d.startswith("date=")]
+    days = [d for d in sh(MASTER, f"ls {OUTPUT}/daily").split() if d.startswith("date=")]
     assert days and days == windows, (days, windows)
     print(f"[end] {ROLLUP_UNIT}.service: success, daily dates {days}")
 
