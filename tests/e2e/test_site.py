@@ -57,7 +57,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -1521,11 +1520,7 @@ def apps_read() -> set[tuple[int, ...]]:
 
 
 def agent_release(kit: Path) -> str:
-    return version_of(kit / "edge_agent")
-
-
-def version_of(package: Path) -> str:
-    return str(tomllib.loads((package / "pyproject.toml").read_text())["project"]["version"])
+    return artifacts.role_default_pyproject(kit / "edge_agent/pyproject.toml")
 
 
 def cache_agent_release(kit: Path) -> str:
@@ -1534,7 +1529,8 @@ def cache_agent_release(kit: Path) -> str:
     release = agent_release(kit)
     manifest = artifacts.Manifest.load(artifacts.cache_dir() / "MANIFEST.json")
     for name, folder in (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract")):
-        rel = f"agent/{name}-{version_of(kit / folder)}-py3-none-any.whl"
+        version = artifacts.role_default_pyproject(kit / folder / "pyproject.toml")
+        rel = f"agent/{name}-{version}-py3-none-any.whl"
         if manifest.verified(rel):
             continue
         with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
