@@ -148,3 +148,21 @@ def test_certificate_expiry_is_read_from_what_the_pki_role_lists(host: Any) -> N
     assert host.run("systemctl start pikit-cert-expiry.service").rc == 0
     assert values(_node_metrics(host), "pikit_certificate_readable") == []
     assert host.service("pikit-cert-expiry.timer").is_enabled
+
+
+def test_a_failed_kit_unit_is_reported_until_it_is_reset(host: Any) -> None:
+    """pikit-unit-state asks systemd from inside its sandbox: a kit unit that failed (here a
+    transient oneshot that exits 3) reads 1, and 0 once it no longer fails."""
+    unit = "pikit-molecule-fails"
+    assert host.run(f"systemd-run --unit={unit} --service-type=oneshot /bin/sh -c 'exit 3'").rc != 0
+    try:
+        assert host.run("systemctl start pikit-unit-state.service").rc == 0
+        samples = _node_metrics(host)
+        assert value(samples, "pikit_unit_failed", unit=unit) == 1
+        assert value(samples, "pikit_unit_failed", unit="pikit-cert-expiry") == 0
+        assert (value(samples, "pikit_unit_state_timestamp_seconds") or 0) > 0
+    finally:
+        host.run(f"systemctl reset-failed {unit}.service")
+    assert host.run("systemctl start pikit-unit-state.service").rc == 0
+    assert value(_node_metrics(host), "pikit_unit_failed", unit=unit) is None
+    assert host.service("pikit-unit-state.timer").is_enabled
