@@ -365,6 +365,24 @@ def requirement_pin(name: str) -> str:
 
 # The zip format's earliest date: a wheel's entries get it instead of the build's time.
 REPRODUCIBLE = {"SOURCE_DATE_EPOCH": "315532800"}
+# The agent release's own wheels: (distribution, its folder in a checkout of the kit).
+AGENT_WHEELS = (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract"))
+
+
+def agent_wheel(kit: Path, name: str, folder: str) -> str:
+    """The cache path of a checkout's wheel of `folder`, at its pyproject's version."""
+    return f"agent/{name}-{role_default_pyproject(kit / folder / 'pyproject.toml')}-py3-none-any.whl"
+
+
+def build_wheel(source: Path, target: Path, log: Path) -> None:
+    """The pure-Python project at `source` as a wheel in `target`. Built from a copy (building
+    leaves build/ and egg-info behind), reproducibly: the same source gives the same bytes on any
+    controller, so that a rebuilt cache does not reinstall (and restart) every agent on the next run."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    with tempfile.TemporaryDirectory() as work:
+        source_copy = Path(work) / source.name
+        shutil.copytree(source, source_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log, env=REPRODUCIBLE)
 
 
 def fetch_agent_wheels(manifest: Manifest) -> None:
@@ -374,11 +392,8 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
     kafka_python = requirement_pin("kafka-python")
     # Each wheel of ours is rebuilt whenever its source changes, not only its version.
     built = {
-        f"agent/{name}-{role_default_pyproject(REPO / folder / 'pyproject.toml')}-py3-none-any.whl": (
-            folder,
-            "built:" + tree_hash(REPO / folder),
-        )
-        for name, folder in (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract"))
+        agent_wheel(REPO, name, folder): (folder, "built:" + tree_hash(REPO / folder))
+        for name, folder in AGENT_WHEELS
     }
     for rel, (_, source) in built.items():
         if manifest.files.get(rel, {}).get("source") != source:
@@ -393,16 +408,8 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     with phase(f"agent wheels (log: {log})"):
         for rel, (folder, _) in built.items():
-            if manifest.verified(rel):
-                continue
-            with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
-                source_copy = Path(work) / folder
-                shutil.copytree(
-                    REPO / folder, source_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-                )
-                # Reproducible: the same source gives the same bytes on any controller, so that a
-                # rebuilt cache does not reinstall (and restart) every agent on the next run.
-                run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log, env=REPRODUCIBLE)
+            if not manifest.verified(rel):
+                build_wheel(REPO / folder, target, log)
         wheel_only = ["--no-deps", "--only-binary=:all:"]
         run([*pip, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
     for rel, source in wanted.items():

@@ -60,7 +60,6 @@ import shutil
 import socket
 import statistics
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -1534,22 +1533,15 @@ def agent_release(kit: Path) -> str:
 
 def cache_agent_release(kit: Path) -> str:
     """The agent release of another checkout of the kit, built into this kit's artifact cache as
-    `make artifacts` builds its own (the agent's wheel and its contract's, reproducibly)."""
+    `make artifacts` builds its own."""
     release = agent_release(kit)
-    manifest = artifacts.Manifest.load(artifacts.cache_dir() / "MANIFEST.json")
-    for name, folder in (("pikit_edge_agent", "edge_agent"), ("pikit_contract", "contract")):
-        version = artifacts.role_default_pyproject(kit / folder / "pyproject.toml")
-        rel = f"agent/{name}-{version}-py3-none-any.whl"
-        if manifest.verified(rel):
-            continue
-        with tempfile.TemporaryDirectory() as work:  # a copy: building leaves build/ and egg-info
-            source = Path(work) / folder
-            shutil.copytree(kit / folder, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-            pip = [str(REPO / ".venv/bin/python"), "-m", "pip", "-q", "wheel", "--no-deps"]
-            target = artifacts.cache_dir() / "agent"
-            env = {**os.environ, **artifacts.REPRODUCIBLE}
-            subprocess.run([*pip, "-w", target, source], check=True, env=env)
-        manifest.record(rel, "built:" + artifacts.tree_hash(kit / folder))
+    cache = artifacts.cache_dir()
+    manifest = artifacts.Manifest.load(cache / "MANIFEST.json")
+    for name, folder in artifacts.AGENT_WHEELS:
+        rel = artifacts.agent_wheel(kit, name, folder)
+        if not manifest.verified(rel):
+            artifacts.build_wheel(kit / folder, cache / "agent", cache / ".logs" / "agent-wheels.log")
+            manifest.record(rel, "built:" + artifacts.tree_hash(kit / folder))
     return release
 
 
@@ -1755,7 +1747,7 @@ def test_z_records_deleted_before_a_time_while_the_apps_run(site: Site) -> None:
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
     apps = sorted(a["id"] for a in master_view()["activeapps"])
     before = {unit: restarts(MASTER, unit) for unit in (APP_UNIT, "spark-app-anomaly-alerts")}
-    read = read_offsets(f"/srv/pikit-shared/spark/checkpoints/{APP}/readings")
+    read = read_offsets(f"/srv/pikit-shared/spark/checkpoints/{APP}/stream")  # its query's name
     cut = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cut))
     out = site.playbook(
