@@ -101,6 +101,7 @@ from pikit import REPO, artifacts, lab, lab_image, prometheus
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape
 from pikit.topic import mtls_client, read_to_end
+from tests.conftest import load_filter_plugin
 
 LAB = "pikit-e2e"
 SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."
@@ -1453,6 +1454,7 @@ def _active_since(node: str, unit: str) -> str:
 # release 0.1.0 writes it. A commit of this repository's own history, checked out beside it.
 CONTRACT_V1_KIT = "2733c2e"
 APP_PORTS = {"sensor_aggregates": 9431, "anomaly_alerts": 9432}  # their metrics_port
+EDGE_AGENT_FILTERS = load_filter_plugin("edge_agent", "edge_agent_filters")  # the roll-out gate's
 STREAMING_APPS = list(APP_PORTS)
 
 
@@ -1546,10 +1548,10 @@ def cache_agent_release(kit: Path) -> str:
 
 
 def schemas_read(app: str) -> list[int]:
-    samples = scrape(f"http://{SUBNET_TO}14:{APP_PORTS[app]}/metrics", timeout=5)
-    named = "pikit_app_reading_schema"
-    found = sorted(int(x.labels["schema"]) for x in samples if x.name == named and x.value == 1)
-    return found or [1]  # an app of the kit before the versions says nothing: it reads 1
+    """The contract versions the app's metrics page says it reads, as the roll-out's gate reads them."""
+    with urllib.request.urlopen(f"http://{SUBNET_TO}14:{APP_PORTS[app]}/metrics", timeout=5) as response:
+        page = response.read().decode()
+    return list(EDGE_AGENT_FILTERS.edge_agent_schemas_read(page))
 
 
 def versions_of(site: Site, since: float = 0) -> Counter[tuple[str, int | None]]:
