@@ -86,3 +86,19 @@ def test_a_release_rolls_out_only_when_every_app_reads_what_it_writes() -> None:
     assert "reads version 1. Apps first, then agents" in why and "No device was changed." in why
     down = refusal([_page("pi-4:9431", status=-1)], "0.2.0", 2)
     assert "the app at pi-4:9431 does not answer (refused)" in down
+
+
+def test_the_devices_about_to_move_are_those_on_another_release_or_none() -> None:
+    def running(target: str | None) -> dict[str, object]:
+        stat = {"exists": True, "islnk": True, "lnk_target": target} if target else {"exists": False}
+        return {"_edge_agent_running": {"stat": stat}}
+
+    hostvars = {
+        "edge-1": running("/opt/pikit-agent/releases/0.2.0"),
+        "edge-2": running("/opt/pikit-agent/releases/0.1.0"),
+        "edge-3": running(None),
+        "edge-4": {},
+    }
+    movers = load().edge_agent_movers(hostvars, sorted(hostvars), "0.2.0")
+    assert movers == ["edge-2", "edge-3", "edge-4"]
+    assert load().edge_agent_movers(hostvars, ["edge-1"], "0.2.0") == []

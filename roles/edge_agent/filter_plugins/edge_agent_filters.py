@@ -72,6 +72,17 @@ def edge_agent_schemas_read(page: str) -> list[int]:
     return found or [1]
 
 
+def edge_agent_movers(hostvars: Any, hosts: list[str], release: str) -> list[str]:
+    """The hosts about to change release: their `current` link (the registered stat
+    `_edge_agent_running`) points at another release than `release`, or at none yet."""
+    moving = []
+    for host in hosts:
+        stat = (hostvars[host].get("_edge_agent_running") or {}).get("stat") or {}
+        if (stat.get("lnk_target") or "").rstrip("/").rsplit("/", 1)[-1] != release:
+            moving.append(host)
+    return moving
+
+
 def edge_agent_contract_refusal(pages: list[dict[str, Any]], release: str, writes: int) -> str:
     """Why agent `release`, which writes version `writes` of the reading contract, must not roll out
     yet; empty when every streaming app's metrics page (registered `uri` results) answers and
@@ -111,5 +122,6 @@ class FilterModule:
             "edge_agent_started_ms": edge_agent_started_ms,
             "edge_agent_releases_to_prune": edge_agent_releases_to_prune,
             "edge_agent_contract_refusal": edge_agent_contract_refusal,
+            "edge_agent_movers": edge_agent_movers,
             "edge_agent_device_nodes": device_nodes,
         }
