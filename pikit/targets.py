@@ -177,7 +177,10 @@ def test_phases() -> list[Phase | Beside]:
     (test JVMs on C1): the first set 383 s, the second 1,551 s, 1,934 s in all (fdff220: 484 s,
     1,634 s, 2,118 s). At 940970f (the strategy answers host-tasks without workers): 391 s,
     1,488 s, 1,879 s in all; d36d81c: 392 s, 1,444 s, 1,836 s. CI: 1,982 s (0f999c1), 1,813 s
-    (734cfed). The labs on Trixie (72f9502): 393 s, 1,411 s, 1,803 s in all.
+    (734cfed). The labs on Trixie (72f9502): 393 s, 1,411 s, 1,803 s in all. CI at 8fff460: 5,015 s, on a
+    machine about 2.6 times slower (ansible-lint 445 s here that day, 170 s before); 61f4e8d moved the
+    e2e scenarios (h) and (r) and kafka/dedicated's rolling restart to make test-ops. e79ebea from a
+    fresh clone on a machine 1.7 times slower: 845 s, 1,954 s, 2,798 s in all.
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
