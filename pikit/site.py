@@ -8,6 +8,7 @@ templated `pikit_state_dir` rendered by Ansible).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -39,6 +40,28 @@ def _as_site_error() -> Iterator[None]:
 
 def _is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def state_dir_cache() -> Path:
+    """Where each inventory's state directory is kept between calls of the controller's tools."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pikit" / "state-dirs.json"
+
+
+def _inventory_stamp(inventory: Path) -> float:
+    """The newest change among the inventory's files and roles/pikit's defaults, where
+    pikit_state_dir's default lives."""
+    files = [REPO / "roles/pikit/defaults/main.yml", inventory]
+    if inventory.is_dir():
+        files += [path for path in inventory.rglob("*") if path.is_file()]
+    return max((path.stat().st_mtime for path in files if path.exists()), default=0.0)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 @dataclass
@@ -143,9 +166,29 @@ class Site:
     def state_dir(self) -> Path:
         """The controller's state of this site (CA, issued certificates, site.json):
         PIKIT_STATE_DIR, else the inventory's pikit_state_dir, else roles/pikit's default
-        (~/.local/share/pikit/<cluster>)."""
+        (~/.local/share/pikit/<cluster>).
+
+        Asking Ansible takes seconds, longer than `pikit latest` takes to answer, so the answer is
+        kept (state_dir_cache) for as long as no file of the inventory and no default of the pikit
+        role changed, and the directory still holds a site model."""
         if os.environ.get("PIKIT_STATE_DIR"):
             return Path(os.environ["PIKIT_STATE_DIR"])
+        key, stamp = str(self.inventory.resolve()), _inventory_stamp(self.inventory)
+        cache = state_dir_cache()
+        kept = _read_json(cache).get(key, {})
+        if (
+            kept.get("stamp") == stamp
+            and (Path(kept.get("state_dir") or "/nonexistent") / "site.json").is_file()
+        ):
+            return Path(kept["state_dir"])
+        found = self._state_dir_from_inventory()
+        with contextlib.suppress(OSError):  # a cache it cannot write only costs the next call time
+            entries = {**_read_json(cache), key: {"state_dir": str(found), "stamp": stamp}}
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+        return found
+
+    def _state_dir_from_inventory(self) -> Path:
         hostvars = self.inventory_hostvars()
         host = next(iter(hostvars), None)
         if host and "pikit_state_dir" in hostvars[host]:
