@@ -320,8 +320,7 @@ def fetch_spark(manifest: Manifest, version: str, scala: str) -> None:
             have_tarball = True
         else:
             with phase(f"pyspark {version} wheel and py4j from PyPI (log: {log})"):
-                pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-                run([*pip, "wheel", "-w", target, f"pyspark=={version}"], log=log)
+                run([*PIP, "wheel", "-w", target, f"pyspark=={version}"], log=log)
             found = sorted(target.glob("py4j-*.whl"))
             if not (cache_dir() / wheel).exists() or not found:
                 die(f"pip did not produce {wheel} and a py4j wheel; see {log}")
@@ -363,6 +362,8 @@ def requirement_pin(name: str) -> str:
     raise KeyError(f"{name} is not pinned in requirements.txt")
 
 
+# The controller's own pip, quiet: its output goes to a phase's log.
+PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "-q")
 # The zip format's earliest date: a wheel's entries get it instead of the build's time.
 REPRODUCIBLE = {"SOURCE_DATE_EPOCH": "315532800"}
 # The agent release's own wheels: (distribution, its folder in a checkout of the kit).
@@ -378,11 +379,10 @@ def build_wheel(source: Path, target: Path, log: Path) -> None:
     """The pure-Python project at `source` as a wheel in `target`. Built from a copy (building
     leaves build/ and egg-info behind), reproducibly: the same source gives the same bytes on any
     controller, so that a rebuilt cache does not reinstall (and restart) every agent on the next run."""
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     with tempfile.TemporaryDirectory() as work:
         source_copy = Path(work) / source.name
         shutil.copytree(source, source_copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        run([*pip, "wheel", "--no-deps", "-w", target, source_copy], log=log, env=REPRODUCIBLE)
+        run([*PIP, "wheel", "--no-deps", "-w", target, source_copy], log=log, env=REPRODUCIBLE)
 
 
 def fetch_agent_wheels(manifest: Manifest) -> None:
@@ -405,13 +405,12 @@ def fetch_agent_wheels(manifest: Manifest) -> None:
         return
     target.mkdir(parents=True, exist_ok=True)
     log = cache_dir() / ".logs" / "agent-wheels.log"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     with phase(f"agent wheels (log: {log})"):
         for rel, (folder, _) in built.items():
             if not manifest.verified(rel):
                 build_wheel(REPO / folder, target, log)
         wheel_only = ["--no-deps", "--only-binary=:all:"]
-        run([*pip, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
+        run([*PIP, "download", *wheel_only, "-d", target, f"kafka-python=={kafka_python}"], log=log)
     for rel, source in wanted.items():
         if not (cache_dir() / rel).exists():
             die(f"{rel} was not produced; see {log}")

@@ -175,15 +175,14 @@ class Site:
             return Path(os.environ["PIKIT_STATE_DIR"])
         key, stamp = str(self.inventory.resolve()), _inventory_stamp(self.inventory)
         cache = state_dir_cache()
-        kept = _read_json(cache).get(key, {})
-        if (
-            kept.get("stamp") == stamp
-            and (Path(kept.get("state_dir") or "/nonexistent") / "site.json").is_file()
-        ):
-            return Path(kept["state_dir"])
+        entries = _read_json(cache)
+        kept = entries.get(key, {})
+        kept_dir = Path(str(kept.get("state_dir") or ""))
+        if kept.get("stamp") == stamp and kept.get("state_dir") and (kept_dir / "site.json").is_file():
+            return kept_dir
         found = self._state_dir_from_inventory()
         with contextlib.suppress(OSError):  # a cache it cannot write only costs the next call time
-            entries = {**_read_json(cache), key: {"state_dir": str(found), "stamp": stamp}}
+            entries[key] = {"state_dir": str(found), "stamp": stamp}
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
         return found
