@@ -1788,7 +1788,7 @@ def test_z_records_deleted_before_a_time_while_the_apps_run(site: Site) -> None:
     assert sorted(a["id"] for a in master_view()["activeapps"]) == apps, "the apps kept running"
     assert {unit: restarts(MASTER, unit) for unit in before} == before, "no app restarted"
 
-    def problems() -> list[str]:
+    def judged() -> tuple[Outcome, list[str]]:
         values, refused = site.readings()
         model = outcome(values, now=time.time(), refused=refused)
         expected = {k: v for k, v in model.windows.items() if k[3] >= first_whole and k[0] in EDGES}
@@ -1799,13 +1799,11 @@ def test_z_records_deleted_before_a_time_while_the_apps_run(site: Site) -> None:
         ]
         found = compare(expected, got, complete=False)
         found += [f"{d}: seq gap {gap} after the cut" for d in EDGES for gap in model.seq_gaps(d)]
-        return found + ([] if expected else ["no window after the cut in the model"])
+        return model, found + ([] if expected else ["no window after the cut in the model"])
 
     with contextlib.suppress(AssertionError):
-        wait_for("the windows after the cut", lambda: not problems(), 300)
-    found = problems()
+        wait_for("the windows after the cut", lambda: not judged()[1], 300)
+    model, found = judged()
     assert not found, "z:\n" + "\n".join(found[:30]) + app_journal()
-    values, refused = site.readings()
-    model = outcome(values, now=time.time(), refused=refused)
     after_cut = [k for k in model.windows if k[3] >= first_whole and k[0] in EDGES]
     print(f"[z] {len(after_cut)} windows after the cut exact; remaining: {model.counts()}")

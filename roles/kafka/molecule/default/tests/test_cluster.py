@@ -299,9 +299,9 @@ def _leader_of_partition_0(topic: str) -> str:
 faults = pytest.mark.skipif(
     os.environ.get("KAFKA_TEST_FAULTS") != "1", reason="broker faults run in the dedicated scenario"
 )
-# Three converges under a producer: longer than make test's hour allows beside the rest, so
-# make test-ops runs it (on combined mode, through KAFKA_TEST_OPS); the e2e suite's CA rotation
-# there judges the whole pipeline through the same steps.
+# Tests of several converges under a producer (the CA rotation, the config-change restart): make
+# test-ops runs them on combined mode, through KAFKA_TEST_OPS; its e2e suite's CA rotation judges
+# the whole pipeline through the same steps.
 ops = pytest.mark.skipif(os.environ.get("KAFKA_TEST_OPS") != "1", reason="a make test-ops scenario")
 
 
