@@ -176,7 +176,10 @@ def test_phases() -> list[Phase | Beside]:
     end-to-end suite spends minutes waiting out its faults. CI at 65c57d1 took 4,385 s (the first set
     1,203 s, the second 3,182 s) on a machine 2.5 times slower than its usual one, and failed; the
     scenario kafka/dedicated then moved to make test-ops (the end-to-end lab runs its verifier's
-    checks that need no fault), and the light scenarios from the first set to the second's end.
+    checks that need no fault), and the light scenarios from the first set to the second's end; from
+    a fresh clone at 60c3800 on a machine 1.2 times slower than e79ebea's (ansible-lint 336 s):
+    912 s, 2,633 s, 3,545 s in all, the verifier 407 s of the end-to-end lane, its two re-converges
+    then left to make test-ops too.
     Measured from a fresh clone on 2
     cores (a942b75): the first set 504 s, the second 2,102 s (the end-to-end lane; molecule 2,039 s).
     CI: 2,507 s (99bc440), 2,872 s (89b51a3), 2,576 s (fdff220). From a fresh clone at 30804ee

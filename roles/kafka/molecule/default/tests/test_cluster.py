@@ -345,12 +345,18 @@ def test_sigkill_of_a_broker_loses_no_acknowledged_record() -> None:
     wait_healthy()  # systemd brings the killed broker back (Restart=on-failure)
 
 
+# A test that runs Kafka's converge again: a minute or more each on a loaded lab, which the e2e
+# suite's run of this verifier, on make test's critical path, leaves to make test-ops.
+reconverge = pytest.mark.reconverge
+
+
 def converge(extra_vars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     """Run Kafka's part of the scenario's converge again (playbooks/kafka.yml and the verifier's
     client certificates), as a user would, with extra vars: what these tests change is Kafka's."""
     return playbook(Path(os.environ["KAFKA_TEST_CONVERGE"]), extra_vars)
 
 
+@reconverge
 def test_a_node_given_another_id_is_refused_before_anything_changes() -> None:
     """Node ids follow inventory order unless set, so removing or moving a host renumbers the
     others. Two brokers given each other's id stop the run before any node changes, each named."""
@@ -378,6 +384,7 @@ def test_a_node_given_another_id_is_refused_before_anything_changes() -> None:
     assert {name: _active_since(name) for name, _, _ in NODES} == before, "a node was restarted"
 
 
+@reconverge
 def test_a_node_that_lost_its_storage_is_reported_not_reformatted() -> None:
     victim = BROKERS[-1]
     podman("exec", victim, "systemctl", "stop", "kafka")
