@@ -108,6 +108,7 @@ SUBNET_FROM, SUBNET_TO = "10.89.77.", "10.89.83."
 # The OS release of the lab's nodes; `make test-ops` runs the suite again on the one before.
 SUITE = os.environ.get("PIKIT_E2E_SUITE", lab_image.DEFAULT_SUITE)
 BROKERS = ["e2e-pi-1", "e2e-pi-2", "e2e-pi-3"]
+BROKER_HOSTS = (11, 12, 13)  # the brokers' last address octet on SUBNET_TO, in BROKERS' order
 MASTER = "e2e-pi-4"
 EDGES = ["e2e-edge-1", "e2e-edge-2"]
 # Devices that sign without being hosts: the suite's own producers (pikit_device_signing_extra).
@@ -191,7 +192,7 @@ class Site:
         return out
 
     def client(self) -> dict[str, Any]:
-        return mtls_client([f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13)], self.state / "pki")
+        return mtls_client([f"{SUBNET_TO}{n}:9092" for n in BROKER_HOSTS], self.state / "pki")
 
     def values(self, topic: str) -> list[bytes]:
         return [r.value for r in read_to_end(topic, **self.client())]
@@ -652,7 +653,7 @@ def test_the_kafka_roles_own_verifier_passes_on_this_lab(site: Site) -> None:
     env = {
         **os.environ,
         "KAFKA_TEST_NODES": ",".join(
-            f"{b}={SUBNET_TO}{n}:cb" for b, n in zip(BROKERS, (11, 12, 13), strict=True)
+            f"{b}={SUBNET_TO}{n}:cb" for b, n in zip(BROKERS, BROKER_HOSTS, strict=True)
         ),
         "KAFKA_TEST_SASL_PORT": str(_LAB_VARS["kafka_sasl_port"]),
         # The firewall test above checks that these drop whatever is not a Kafka node.
@@ -923,7 +924,7 @@ def test_a_one_broker_then_all_brokers_down_for_90_s(site: Site) -> None:
     assert all(depth > 100 for depth in spooled.values()), "the agents kept sampling into their spools"
     at_start = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
     listening = wait_for(
-        "the brokers' port", lambda: all(map(accepts, (11, 12, 13))) and time.time(), every=0.5
+        "the brokers' port", lambda: all(map(accepts, BROKER_HOSTS)) and time.time(), every=0.5
     )
     # Listening is not yet writable: after a kill -9 each broker recovers its logs, registers and
     # gets its leaders back, which took 50 s on a slow CI machine. The agents' and the app's own
@@ -1122,7 +1123,7 @@ def test_q_a_device_flooding_at_20_times_its_quota_is_held_to_it(site: Site) -> 
     agent = re.search(r"path=(\S+)", sh(flooder, "systemctl show -p ExecStart --value edge-agent"))
     assert agent, "the agent's ExecStart"
     python = f"{agent[1].rsplit('/', 1)[0]}/python"
-    brokers = ",".join(f"{SUBNET_TO}{n}:9092" for n in (11, 12, 13))
+    brokers = ",".join(f"{SUBNET_TO}{n}:9092" for n in BROKER_HOSTS)
     script = site.logs / "flood.py"
     script.write_text(_FLOOD)
     subprocess.run(["podman", "cp", str(script), f"{flooder}:/tmp/flood.py"], check=True)
