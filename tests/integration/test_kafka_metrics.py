@@ -76,7 +76,10 @@ def test_the_kraft_quorum_is_visible(metered: list[Sample]) -> None:
     assert value(metered, "kafka_raft_number_of_voters") == 1
     high_watermark = value(metered, "kafka_raft_high_watermark") or 0
     assert high_watermark >= 1
-    assert value(metered, "kafka_raft_log_end_offset") == high_watermark
+    # The leader appends a no-op every metadata.max.idle.interval.ms (500 ms) and the exporter reads
+    # the two gauges one after the other, so the log end may be a record ahead (CI saw 25 against 24).
+    log_end = value(metered, "kafka_raft_log_end_offset") or 0
+    assert high_watermark <= log_end <= high_watermark + 2
     assert value(metered, "kafka_feature_finalized_level", feature="metadataVersion") is not None
 
 
