@@ -213,6 +213,21 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     name = f"kafka_{scala}-{version}"
     rel = f"kafka/{name}.tgz"
     dest = cache_dir() / rel
+    coordinates = [
+        ("org.apache.kafka", f"kafka_{scala}", version),
+        ("org.apache.kafka", "kafka-tools", version),
+        # Kafka Connect's own connectors, as Apache's tarball carries them (roles/connect).
+        ("org.apache.kafka", "connect-file", version),
+        ("org.apache.kafka", "connect-mirror", version),
+        *KAFKA_LOGGING,
+    ]
+    # A tarball built from Maven by an older list of coordinates lacks jars this one has.
+    built = "maven-central:" + hashlib.sha256(repr(coordinates).encode()).hexdigest()[:16]
+    source = str(manifest.files.get(rel, {}).get("source", ""))
+    if source.startswith("maven-central") and source != built:
+        say(f"{rel}: built from other coordinates, building it again")
+        manifest.files.pop(rel)
+        dest.unlink(missing_ok=True)
     if manifest.verified(rel):
         say(f"{rel}: cached and verified")
         return
@@ -225,21 +240,13 @@ def fetch_kafka(manifest: Manifest, version: str, scala: str) -> None:
     log = cache_dir() / ".logs" / f"{name}-maven.log"
     with phase(f"resolve {name} from Maven Central (log: {log})"), tempfile.TemporaryDirectory() as work:
         tree = Path(work) / name
-        maven_closure(
-            [
-                ("org.apache.kafka", f"kafka_{scala}", version),
-                ("org.apache.kafka", "kafka-tools", version),
-                *KAFKA_LOGGING,
-            ],
-            tree / "libs",
-            log,
-        )
+        maven_closure(coordinates, tree / "libs", log)
         jars = sorted(p.name for p in (tree / "libs").glob("*.jar"))
         if f"kafka_{scala}-{version}.jar" not in jars:
             die(f"Maven did not deliver kafka_{scala}-{version}.jar; see {log}")
         say(f"{len(jars)} jars")
         reproducible_tarball(tree, dest)
-    manifest.record(rel, "maven-central")
+    manifest.record(rel, built)
 
 
 def fetch_jmx_exporter(manifest: Manifest, version: str) -> None:

@@ -19,12 +19,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 # The groups a host's roles follow from (the inventory's names are fixed: roles/pikit/README.md).
-KIT_GROUPS = ("kafka_controller", "kafka_broker", "spark_master", "spark_worker", "edge", "monitoring")
+KIT_GROUPS = (
+    "kafka_controller",
+    "kafka_broker",
+    "kafka_connect",
+    "spark_master",
+    "spark_worker",
+    "edge",
+    "monitoring",
+)
 # The roles whose facts the model gathers, and the groups whose hosts each must have told.
 ROLE_GROUPS: dict[str, tuple[str, ...]] = {
     "pikit": ("all",),
     "common": ("all",),
     "kafka": ("kafka_controller", "kafka_broker"),
+    "connect": ("kafka_connect",),
     "spark": ("spark_master", "spark_worker"),
     "edge_agent": ("edge",),
     "monitoring": ("monitoring",),

@@ -33,6 +33,7 @@ from kafka import KafkaConsumer, TopicPartition
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 
 from pikit import revocation
+from pikit.connect import kafka_connectors
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape, values
 from pikit.site import Site
@@ -63,11 +64,13 @@ class Status:
     spark: list[Part]
     agents: list[Part]
     nodes: list[Part] = field(default_factory=list)
+    connectors: list[Part] = field(default_factory=list)
 
     def parts(self) -> list[tuple[str, Part]]:
         return [
             ("quorum", self.quorum),
             *(("broker", p) for p in self.brokers),
+            *(("connector", p) for p in self.connectors),
             *(("spark", p) for p in self.spark),
             *(("agent", p) for p in self.agents),
             *(("node", p) for p in self.nodes),
@@ -81,7 +84,7 @@ class Status:
         out = asdict(self)
         out["healthy"] = not self.problems
         out["problems"] = self.problems
-        for section in ("brokers", "spark", "agents", "nodes"):
+        for section in ("brokers", "connectors", "spark", "agents", "nodes"):
             for part in out[section]:
                 part["healthy"] = not part["problems"]
         out["quorum"]["healthy"] = not self.quorum.problems
@@ -458,6 +461,29 @@ def node_parts(site: Site) -> list[Part]:
     return parts
 
 
+def connector_parts(site: Site) -> list[Part]:
+    """Each connector of the Kafka Connect workers (roles/connect) and its tasks, as any worker
+    that answers sees them; a site without workers has none."""
+    workers = site.hosts("kafka_connect")
+    if not workers:
+        return []
+    urls = [f"http://{endpoint}" for endpoint in site.endpoints("connect-rest", workers)]
+    try:
+        seen = kafka_connectors.Workers(urls, time.monotonic() + 5, timeout=5).states()
+    except kafka_connectors.ConnectError as exc:
+        return [Part("workers", {"workers": len(workers)}, [f"down: no worker's REST API answers ({exc})"])]
+    parts = []
+    for name, state in sorted(seen.items()):
+        part = Part(name, {"state": state["connector"], "tasks": state["tasks"]})
+        if state["connector"] != "RUNNING" or set(state["tasks"]) - {"RUNNING"}:
+            part.problems.append(
+                f"connector {state['connector']}, tasks {state['tasks']}"
+                + "".join(f"; {t}" for t in state["traces"])
+            )
+        parts.append(part)
+    return parts
+
+
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
     pki = site.state_dir / "pki"
     reachable = listening_brokers(site)
@@ -471,6 +497,7 @@ def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) ->
         spark=spark_parts(site, nodes),
         agents=agent_parts(site, pki, reachable, silent_after, lookback),
         nodes=nodes,
+        connectors=connector_parts(site),
     )
 
 

@@ -68,6 +68,8 @@ def describe(kind: str, part: Part) -> str:
         if "certificate_days_left" in d:
             bits.append(f"certificate {d['certificate_days_left']:.0f} days")
         return "  ".join(bits)
+    if kind == "connector":
+        return f"{d.get('state', '')}  tasks {' '.join(d.get('tasks', [])) or 'none'}" if "state" in d else ""
     if kind == "node":
         return f"{d.get('address', '')}  {d.get('os', '?')}"
     return ""
@@ -83,6 +85,7 @@ def text(status: Status, color: bool) -> str:
     sections = {
         "quorum": "Kafka quorum",
         "broker": "Kafka brokers",
+        "connector": "Kafka Connect",
         "spark": "Spark",
         "agent": "Edge agents",
         "node": "Nodes (OS release)",

@@ -41,7 +41,9 @@ def cached_jmx_exporter() -> Path:
 class LocalBroker:
     """One combined KRaft node on loopback; with `tls` (server bundle, CA) an mTLS listener, and
     with `sasl` as well a SASL_SSL listener taking SCRAM-SHA-512 (`sasl_address`). With `metrics`
-    it runs the kafka role's JMX exporter and rules, served at `metrics_url`. A `short_lived`
+    it runs the kafka role's JMX exporter and rules, served at `metrics_url`. With `cn_principals`,
+    a client's principal is its certificate's CN, as the kafka role maps it (`User:bench` is the super
+    user then, not `User:CN=bench`). A `short_lived`
     broker (one test's) runs on C1 alone with one GC thread: C2 spent a large share of such a
     JVM's CPU compiling code that a broker of a minute never repays. Benchmarks keep the defaults."""
 
@@ -52,6 +54,7 @@ class LocalBroker:
         sasl: bool = False,
         metrics: bool = False,
         short_lived: bool = False,
+        cn_principals: bool = False,
     ) -> None:
         assert tls or not sasl, "the SASL_SSL listener needs tls"
         self.work = work
@@ -104,7 +107,12 @@ class LocalBroker:
                     "transaction.state.log.replication.factor=1",
                     "transaction.state.log.min.isr=1",
                     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                    "super.users=User:ANONYMOUS;User:CN=bench",
+                    "super.users=User:ANONYMOUS;User:CN=bench;User:bench",
+                    *(
+                        ["ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/,DEFAULT"]
+                        if cn_principals
+                        else []
+                    ),
                     "",
                 ]
             )

@@ -27,8 +27,16 @@ def _batch(batch_id: int, n: int = 3) -> list[Record]:
     return [(f"dev-{i % 2}".encode(), f"{batch_id}:{i}".encode(), [("reason", b"why")]) for i in range(n)]
 
 
-def _values(topic: str, client: dict[str, Any]) -> list[bytes]:
-    return sorted(r.value for r in read_to_end(topic, **client))
+def _values(topic: str, client: dict[str, Any], expected: list[bytes], timeout: float = 30) -> list[bytes]:
+    """The topic's committed values, sorted, once they are `expected` or the timeout passed. A commit
+    returns once the coordinator logged it; the markers that make its records readable (read_committed)
+    reach the partitions after that: CI read one batch short right after a commit."""
+    deadline = time.monotonic() + timeout
+    while True:
+        values = sorted(r.value for r in read_to_end(topic, **client))
+        if values == expected or time.monotonic() > deadline:
+            return values
+        time.sleep(0.5)
 
 
 def wait_until_stopped(pid: int, timeout: float = 5) -> None:
@@ -114,7 +122,8 @@ def test_a_driver_killed_at_each_step_of_a_commit_leaves_its_batch_to_land_once(
     restarted = TransactionalSink([topic], name, client)
     assert restarted.write(1, {topic: _batch(1)}) == (None if point == SINK_AFTER_COMMIT else 3)
     restarted.close()
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
 
 def test_one_transaction_spans_every_output_topic(broker: str) -> None:
@@ -124,8 +133,10 @@ def test_one_transaction_spans_every_output_topic(broker: str) -> None:
     assert sink.write(0, {windows: _batch(0, 2), late: _batch(0, 1)}) == 3
     assert sink.write(0, {windows: _batch(0, 2), late: _batch(0, 1)}) is None
     sink.close()
-    assert _values(windows, client) == [b"0:0", b"0:1"]
-    assert _values(late, client) == [b"0:0"]
+    expected = [b"0:0", b"0:1"]
+    assert _values(windows, client, expected) == expected
+    expected = [b"0:0"]
+    assert _values(late, client, expected) == expected
 
 
 def test_sinks_of_different_apps_do_not_share_a_marker(broker: str) -> None:
@@ -156,7 +167,8 @@ def test_a_batch_whose_sends_expire_in_an_outage_is_not_committed(own_broker: Lo
     assert replay.written_through() == 0, "the failed batch must not be marked as written"
     assert replay.write(1, {topic: _batch(1)}) == 3, "Spark's replay of the batch is written"
     replay.close()
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
 
 def test_a_batch_rides_out_a_broker_outage_and_lands_once(own_broker: LocalBroker) -> None:
@@ -175,7 +187,8 @@ def test_a_batch_rides_out_a_broker_outage_and_lands_once(own_broker: LocalBroke
     writer.join(timeout=240)
     assert result == [3]
     sink.close()
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
 
 def test_the_brokers_gone_while_a_commit_is_held_the_batch_lands_once_soon_after(
@@ -214,7 +227,8 @@ def test_the_brokers_gone_while_a_commit_is_held_the_batch_lands_once_soon_after
     assert landed < 60, "the batch goes out within a minute of the broker's return"
     sink.close()
     assert TransactionalSink([topic], "held", client).written_through() == 1
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
 
 def test_a_deleted_checkpoint_stops_the_sink_until_the_operator_decides(broker: str) -> None:
@@ -229,7 +243,8 @@ def test_a_deleted_checkpoint_stops_the_sink_until_the_operator_decides(broker: 
     new = TransactionalSink([topic], "lineage", client, lineage="query-new")
     with pytest.raises(LineageError, match=r"batches 0\.\.1 of query query-old"):
         new.write(0, {topic: _batch(10)})
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
     adopted = TransactionalSink([topic], "lineage", client, lineage="query-new", adopt_new_checkpoint=True)
     assert adopted.write(0, {topic: _batch(10)}) == 3
@@ -292,7 +307,8 @@ def test_a_commit_in_flight_when_the_broker_hangs_is_bounded_and_the_batch_lands
     assert written in (3, None), "sent again after an abort, or skipped after a commit that landed"
     assert done - thawed[0] < 30, "the batch goes out within seconds of the broker's return"
     assert TransactionalSink([topic], "hang", client).written_through() == 1
-    assert _values(topic, client) == sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    expected = sorted(f"{b}:{i}".encode() for b in range(2) for i in range(3))
+    assert _values(topic, client, expected) == expected
 
 
 def test_a_hung_broker_is_left_out_of_a_new_producers_bootstrap(broker: str) -> None:
@@ -309,4 +325,5 @@ def test_a_hung_broker_is_left_out_of_a_new_producers_bootstrap(broker: str) -> 
         assert sink.write(0, {topic: _batch(0)}) == 3
         assert time.monotonic() - started < PROBE_TIMEOUT_S + 10, "one probe's bound, then a healthy start"
         sink.close()
-    assert _values(topic, {"bootstrap_servers": [broker]}) == sorted(f"0:{i}".encode() for i in range(3))
+    expected = sorted(f"0:{i}".encode() for i in range(3))
+    assert _values(topic, {"bootstrap_servers": [broker]}, expected) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_full_cache_downloads_nothing_and_corruption_is_refetched(
     tgz = cache / "kafka/kafka_2.13-9.9.9.tgz"
     good = tgz.read_bytes()
     assert calls == [1]
-    assert manifest.files["kafka/kafka_2.13-9.9.9.tgz"]["source"] == "maven-central"
+    assert str(manifest.files["kafka/kafka_2.13-9.9.9.tgz"]["source"]).startswith("maven-central:")
 
     artifacts.fetch_kafka(artifacts.Manifest.load(cache / "MANIFEST.json"), "9.9.9", "2.13")
     assert calls == [1], "a verified cache must not be fetched again"
@@ -82,6 +83,15 @@ def test_full_cache_downloads_nothing_and_corruption_is_refetched(
     artifacts.fetch_kafka(artifacts.Manifest.load(cache / "MANIFEST.json"), "9.9.9", "2.13")
     assert calls == [1, 1]
     assert tgz.read_bytes() == good
+
+    # A cache filled before Connect's connectors joined the release's jars lacks them.
+    older = artifacts.Manifest.load(cache / "MANIFEST.json")
+    older.files["kafka/kafka_2.13-9.9.9.tgz"]["source"] = "maven-central"
+    older.save()
+    artifacts.fetch_kafka(artifacts.Manifest.load(cache / "MANIFEST.json"), "9.9.9", "2.13")
+    assert calls == [1, 1, 1], "a tarball built from other coordinates is built again"
+    with tarfile.open(tgz) as tar:
+        assert "kafka_2.13-9.9.9/libs/connect-mirror-9.9.9.jar" in tar.getnames()
 
 
 def test_a_file_the_user_placed_is_used_once_its_sha512_matches(

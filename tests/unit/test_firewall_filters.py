@@ -18,6 +18,7 @@ from tests.conftest import inventory_of, load_filter_plugin, preflight_site_mode
 GROUPS = {
     "kafka_controller": ["pi-1", "pi-2", "pi-3"],
     "kafka_broker": ["pi-1", "pi-2", "pi-3", "pi-5"],
+    "kafka_connect": ["pi-4", "pi-5"],
     "spark_master": ["pi-4"],
     "spark_worker": ["pi-1", "pi-2"],
     "monitoring": ["pi-4"],
@@ -51,8 +52,16 @@ def kit_services() -> list[dict[str, Any]]:
 def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dict[str, Any]:
     return {
         "cluster": {
-            "groups": ["kafka_controller", "kafka_broker", "spark_master", "spark_worker", "monitoring"]
+            "groups": [
+                "kafka_controller",
+                "kafka_broker",
+                "kafka_connect",
+                "spark_master",
+                "spark_worker",
+                "monitoring",
+            ]
         },
+        "connect": {"groups": ["kafka_connect"]},
         "kafka": {"groups": ["kafka_controller", "kafka_broker"]},
         "kafka_broker": {"groups": ["kafka_broker"]},
         "spark": {"groups": ["spark_master", "spark_worker"]},
@@ -122,6 +131,13 @@ def test_the_master_opens_one_ui_port_per_app_and_each_apps_metrics(site: dict[s
     assert rules["spark-app-ui"] == ["ip saddr { 10.0.9.9 } tcp dport { 4040-4041 }"]
     assert rules["spark-app-metrics"] == ["ip saddr { 10.0.0.14, 10.0.9.9 } tcp dport { 9431, 9432 }"]
     assert rules["prometheus"][0].endswith("tcp dport { 9090 }")
+
+
+def test_connects_rest_api_opens_to_the_workers_and_admin_only(site: dict[str, Any]) -> None:
+    assert accepted(plan("pi-5", site))["connect-rest"] == [
+        "ip saddr { 10.0.0.14, 10.0.0.15, 10.0.9.9 } tcp dport { 8083 }"
+    ]
+    assert "connect-rest" not in accepted(plan("pi-1", site))
 
 
 def test_an_agent_on_loopback_opens_no_metrics_port_and_one_on_its_address_does(site: dict[str, Any]) -> None:

@@ -124,6 +124,30 @@ def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> No
     assert len(acls) == len(as_text)
 
 
+def test_connect_workers_own_their_groups_topics_and_read_the_pipelines_and_nothing_else() -> None:
+    connect = {"principal": "connect", "group_id": "pikit-connect"}
+    acls = load().kafka_default_acls(["edge-1"], "spark", "readings", ["aggregates"], [], connect)
+    mine = {
+        (a["resource_type"], a["resource_name"], a.get("pattern_type", "literal"), *a["operations"])
+        for a in acls
+        if a["principal"] == "User:connect"
+    }
+    assert mine == {
+        ("topic", "pikit-connect-", "prefixed", "all"),
+        ("topic", "readings", "literal", "read", "describe"),
+        ("topic", "aggregates", "literal", "read", "describe"),
+        ("group", "pikit-connect", "literal", "read", "describe"),
+        ("group", "connect-", "prefixed", "read", "describe"),
+        ("transactional_id", "connect-cluster-pikit-connect", "literal", "write", "describe"),
+        ("transactional_id", "pikit-connect-", "prefixed", "write", "describe"),
+    }
+    assert not [
+        a
+        for a in load().kafka_default_acls(["edge-1"], "spark", "readings", [])
+        if "connect" in a["principal"]
+    ]
+
+
 def test_a_revoked_device_loses_its_allow_and_is_denied_every_topic() -> None:
     acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates"], ["edge-2"])
     mine = [a for a in acls if a["principal"] == "User:edge-2"]

@@ -97,10 +97,17 @@ def kafka_default_acls(
     readings_topic: str,
     output_topics: list[str],
     revoked: list[str] | None = None,
+    connect: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The pipeline's ACLs: devices write the readings topic; the Spark apps read it, write and read
     their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `pikit-spark-*`
     (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink).
+
+    With `connect` ({principal, group_id}: a site with Kafka Connect workers), the workers own their
+    config, offset and status topics `<group>-*` (which they create), join their group, read
+    the readings and the output topics (to export or mirror them), consume as their sink
+    connectors' groups `connect-*`, and write transactionally: the leader's config writes as
+    `connect-cluster-<group>` and each exactly-once source task as `<group>-<connector>-<task>`.
 
     A `revoked` device (playbooks/edge-revoke.yml) loses its allow and is denied every topic: a
     deny wins over any allow, an ACL a site added by hand included, and the brokers check ACLs on
@@ -140,6 +147,19 @@ def kafka_default_acls(
         acl(spark, "group", "spark-kafka-", ["read", "describe"], prefixed=True),
         acl(spark, "group", "pikit-spark-", ["read", "describe"], prefixed=True),
         acl(spark, "transactional_id", "pikit-spark-", ["write", "describe"], prefixed=True),
+        *(_connect_acls(acl, connect, [readings_topic, *output_topics]) if connect else []),
+    ]
+
+
+def _connect_acls(acl: Any, connect: dict[str, str], readable: list[str]) -> list[dict[str, Any]]:
+    principal, group = connect["principal"], connect["group_id"]
+    return [
+        acl(principal, "topic", f"{group}-", ["all"], prefixed=True),
+        *(acl(principal, "topic", topic, ["read", "describe"]) for topic in readable),
+        acl(principal, "group", group, ["read", "describe"]),
+        acl(principal, "group", "connect-", ["read", "describe"], prefixed=True),
+        acl(principal, "transactional_id", f"connect-cluster-{group}", ["write", "describe"]),
+        acl(principal, "transactional_id", f"{group}-", ["write", "describe"], prefixed=True),
     ]
 
 
