@@ -210,9 +210,9 @@ def test_phases() -> list[Phase | Beside]:
     molecule = [
         (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
     ]
-    # The light scenarios go last: beside the end-to-end suite's faults, whose waits leave a core
-    # idle, rather than beside the unit tests, which keep both busy.
-    molecule.sort(key=lambda phase: phase[0] in LIGHT_SCENARIOS)
+    # edge_agent first, beside the end-to-end converge; the others after it, beside the end-to-end
+    # suite's faults, whose waits leave a core idle; the light scenarios last.
+    molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.
     image = [("lab image", _cmd(python, "-m", "pikit.lab", "image"))]
