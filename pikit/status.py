@@ -472,16 +472,14 @@ def connector_parts(site: Site) -> list[Part]:
         seen = kafka_connectors.Workers(urls, time.monotonic() + 5, timeout=5).states()
     except kafka_connectors.ConnectError as exc:
         return [Part("workers", {"workers": len(workers)}, [f"down: no worker's REST API answers ({exc})"])]
-    parts = []
-    for name, state in sorted(seen.items()):
-        part = Part(name, {"state": state["connector"], "tasks": state["tasks"]})
-        if state["connector"] != "RUNNING" or set(state["tasks"]) - {"RUNNING"}:
-            part.problems.append(
-                f"connector {state['connector']}, tasks {state['tasks']}"
-                + "".join(f"; {t}" for t in state["traces"])
-            )
-        parts.append(part)
-    return parts
+    return [
+        Part(
+            name,
+            {"state": state["connector"], "tasks": state["tasks"]},
+            kafka_connectors.unsettled([name], seen),
+        )
+        for name, state in sorted(seen.items())
+    ]
 
 
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:

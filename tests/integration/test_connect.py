@@ -72,7 +72,7 @@ def render_worker_config(path: Path, broker: LocalBroker, tls_dir: Path, port: i
             ansible_managed="test",
             pikit_connect_group_id=GROUP,
             pikit_connect_principal="connect",
-            _connect_bootstrap=[broker.address],
+            _kafka_bootstrap=[broker.address],
             _connect_replicas=1,
             connect_exactly_once_source=True,
             connect_address="127.0.0.1",
