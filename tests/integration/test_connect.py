@@ -5,51 +5,40 @@ reconciles its connectors through the REST API."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 from kafka import KafkaProducer
 from pikit_testkit.broker import LocalBroker, free_port
 from pikit_testkit.certs import certificate, new_key, pem
+from pikit_testkit.connect import GROUP, LocalWorker
 
 from pikit import REPO, status
 from pikit.connect import kafka_connectors
 from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
 
-ROLE = REPO / "roles/connect"
-GROUP = "pikit-connect"
 AGGREGATES = "sensor-aggregates"
 SECRET = "sensor-secret"  # a topic the workers have no ACL for
 RECORDS = 40
 
 
-@dataclass
-class Worker:
-    url: str
-    out: Path
-    broker: LocalBroker
-    tls: dict[str, str]
+def admin_client(worker: LocalWorker) -> dict[str, Any]:
+    """kafka-python settings for the broker's super user (the fixture's admin.pem)."""
+    return {
+        "bootstrap_servers": [worker.broker.address],
+        "security_protocol": "SSL",
+        "ssl_cafile": str(worker.work / "ca.crt"),
+        "ssl_certfile": str(worker.work / "admin.pem"),
+    }
 
-    def reconcile(
-        self, connectors: list[dict[str, Any]], check: bool = False, **given: Any
-    ) -> dict[str, Any]:
-        params = kafka_connectors.params_with_defaults(
-            urls=[self.url], connectors=connectors, wait_timeout=90, **given
-        )
-        result: dict[str, Any] = kafka_connectors.run(params, check)
-        return result
 
-    def configs(self) -> dict[str, dict[str, str]]:
-        workers = kafka_connectors.Workers([self.url], time.monotonic() + 30)
-        configs: dict[str, dict[str, str]] = workers.configs()
-        return configs
+def output(worker: LocalWorker, name: str) -> Path:
+    """A file a file sink of the test writes on the worker's machine."""
+    return worker.work / f"out.{name}"
 
 
 def file_sink(name: str, topic: str, out: Path) -> dict[str, Any]:
@@ -65,25 +54,8 @@ def file_sink(name: str, topic: str, out: Path) -> dict[str, Any]:
     }
 
 
-def render_worker_config(path: Path, broker: LocalBroker, tls_dir: Path, port: int) -> None:
-    template = jinja2.Template((ROLE / "templates/connect-distributed.properties.j2").read_text())
-    path.write_text(
-        template.render(
-            ansible_managed="test",
-            pikit_connect_group_id=GROUP,
-            pikit_connect_principal="connect",
-            _kafka_bootstrap=[broker.address],
-            _connect_replicas=1,
-            connect_exactly_once_source=True,
-            connect_address="127.0.0.1",
-            connect_rest_port=port,
-            connect_tls_dir=str(tls_dir),
-        )
-    )
-
-
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalWorker]:
     work = tmp_path_factory.mktemp("connect")
     ca_key, admin_key, worker_key = new_key(), new_key(), new_key()
     ca = certificate("it CA", ca_key, "it CA", ca_key, ca=True)
@@ -102,9 +74,8 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     broker.start()
     tls = {"ssl_cafile": str(work / "ca.crt"), "ssl_certfile": str(work / "admin.pem")}
     filters = from_file("kafka_filters", REPO / "roles/kafka/filter_plugins/kafka_filters.py")
-    acls = filters.kafka_default_acls(
-        [], "spark", "sensor-readings", [AGGREGATES], [], {"principal": "connect", "group_id": GROUP}
-    )
+    connect = {"principal": "connect", "group_id": GROUP}
+    acls = filters.kafka_default_acls([], "spark", "sensor-readings", [AGGREGATES], [], connect)
     topics = [{"name": name, "partitions": 2, "replication_factor": 1} for name in (AGGREGATES, SECRET)]
     reconciled = kafka_admin.run(
         kafka_admin.params_with_defaults(bootstrap_servers=[broker.address], topics=topics, acls=acls, **tls),
@@ -118,31 +89,14 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     producer.flush(timeout=60)
     producer.close()
 
-    port = free_port()
-    render_worker_config(work / "connect-distributed.properties", broker, tls_dir, port)
-    log = (work / "connect.log").open("wb")
-    java = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{broker.home}/libs/*"]
-    proc = subprocess.Popen(
-        [
-            *java,
-            "org.apache.kafka.connect.cli.ConnectDistributed",
-            str(work / "connect-distributed.properties"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    local = LocalWorker(work, broker, tls_dir)
     try:
-        served = kafka_connectors.run(
-            kafka_connectors.params_with_defaults(action="health", urls=[url], wait_timeout=120), False
-        )
-        assert served["states"] == {}, served
-        yield Worker(url, work / "out", broker, tls)
+        local.start()
+        assert local.configs() == {}
+        yield local
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        local.stop()
         broker.stop()
-        log.close()
 
 
 def lines(path: Path, count: int, timeout: float = 60) -> list[str]:
@@ -155,8 +109,8 @@ def lines(path: Path, count: int, timeout: float = 60) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_a_declared_file_sink_is_created_runs_and_writes_every_record_once(worker: Worker) -> None:
-    out = worker.out.with_suffix(".aggregates")
+def test_a_declared_file_sink_is_created_runs_and_writes_every_record_once(worker: LocalWorker) -> None:
+    out = output(worker, "aggregates")
     declared = [file_sink("aggregates-file", AGGREGATES, out)]
     assert worker.reconcile(declared, check=True)["created"] == ["aggregates-file"]
     assert worker.configs() == {}, "check mode changes nothing"
@@ -171,9 +125,12 @@ def test_a_declared_file_sink_is_created_runs_and_writes_every_record_once(worke
     assert not again["changed"] and (again["created"], again["updated"], again["deleted"]) == ([], [], [])
 
 
-def test_a_config_connect_refuses_fails_with_its_message_and_changes_nothing(worker: Worker) -> None:
+def test_a_config_connect_refuses_fails_with_its_message_and_changes_nothing(worker: LocalWorker) -> None:
     before = worker.configs()
-    broken = {"name": "no-topics", "config": {"connector.class": "FileStreamSink", "file": str(worker.out)}}
+    broken = {
+        "name": "no-topics",
+        "config": {"connector.class": "FileStreamSink", "file": str(output(worker, "none"))},
+    }
     with pytest.raises(kafka_connectors.ConnectError, match=r"no-topics: topics: .*topics.regex"):
         worker.reconcile([*before_as_declared(before), broken])
     unknown = {"name": "nowhere", "config": {"connector.class": "NoSuchConnector", "topics": AGGREGATES}}
@@ -182,28 +139,33 @@ def test_a_config_connect_refuses_fails_with_its_message_and_changes_nothing(wor
     assert worker.configs() == before
 
 
-def test_a_changed_config_is_set_and_an_unlisted_connector_removed(worker: Worker) -> None:
-    first = file_sink("to-change", AGGREGATES, worker.out.with_suffix(".first"))
+def test_a_changed_config_is_set_and_an_unlisted_connector_removed(worker: LocalWorker) -> None:
+    first = file_sink("to-change", AGGREGATES, output(worker, "first"))
     assert worker.reconcile([first], remove_unlisted=False)["created"] == ["to-change"]
-    changed = file_sink("to-change", AGGREGATES, worker.out.with_suffix(".second"))
+    assert len(lines(output(worker, "first"), RECORDS)) == RECORDS
+    changed = file_sink("to-change", AGGREGATES, output(worker, "second"))
     result = worker.reconcile([changed], remove_unlisted=False)
     assert result["updated"] == ["to-change"] and result["deleted"] == []
     assert worker.configs()["to-change"]["file"].endswith(".second")
-    assert len(lines(worker.out.with_suffix(".second"), RECORDS)) == RECORDS
+    # The changed sink goes on from its group's offsets: what it exported stays exported.
+    producer = KafkaProducer(**admin_client(worker))
+    for i in range(5):
+        producer.send(AGGREGATES, key=b"edge-9", value=f'{{"after": {i}}}'.encode())
+    producer.close(timeout=30)
+    assert sorted(lines(output(worker, "second"), 5)) == sorted(f'{{"after": {i}}}' for i in range(5))
 
     result = worker.reconcile([])
     assert sorted(result["deleted"]) == sorted(["aggregates-file", "to-change"])
     assert worker.configs() == {}
 
 
-def test_a_sink_on_a_topic_outside_the_workers_acls_fails_and_the_play_says_why(worker: Worker) -> None:
-    result = worker.reconcile([file_sink("secret-file", SECRET, worker.out.with_suffix(".secret"))])
+def test_a_sink_on_a_topic_outside_the_workers_acls_fails_and_the_play_says_why(worker: LocalWorker) -> None:
+    # The module's default settle is 30 s; a loaded CI machine delayed a task's first poll past 10.
+    result = worker.reconcile([file_sink("secret-file", SECRET, output(worker, "secret"))], settle_seconds=60)
     assert result.get("failed"), result
     assert "secret-file" in result["msg"] and "FAILED" in result["msg"]
     assert "Authorization" in result["msg"] or "authorized" in result["msg"], result["msg"]
-    assert (
-        not worker.out.with_suffix(".secret").exists() or worker.out.with_suffix(".secret").read_text() == ""
-    )
+    assert not output(worker, "secret").exists() or output(worker, "secret").read_text() == ""
     worker.reconcile([])
 
 
@@ -225,8 +187,8 @@ class OneWorkerSite:
         return [self.endpoint]
 
 
-def test_pikit_status_names_each_connector_and_a_failed_task_with_its_reason(worker: Worker) -> None:
-    worker.reconcile([file_sink("status-ok", AGGREGATES, worker.out.with_suffix(".ok"))])
+def test_pikit_status_names_each_connector_and_a_failed_task_with_its_reason(worker: LocalWorker) -> None:
+    worker.reconcile([file_sink("status-ok", AGGREGATES, output(worker, "ok"))])
     site: Any = OneWorkerSite(worker.url)
     (ok,) = status.connector_parts(site)
     assert (ok.name, ok.details, ok.healthy) == (
@@ -235,9 +197,9 @@ def test_pikit_status_names_each_connector_and_a_failed_task_with_its_reason(wor
         True,
     )
 
-    worker.reconcile(
-        [file_sink("status-secret", SECRET, worker.out.with_suffix(".s"))], remove_unlisted=False
-    )
+    # A settle longer than the task takes to fail: the reconcile returns when it does.
+    failing = [file_sink("status-secret", SECRET, output(worker, "s"))]
+    assert worker.reconcile(failing, remove_unlisted=False, settle_seconds=60).get("failed")
     bad = {part.name: part for part in status.connector_parts(site)}["status-secret"]
     assert not bad.healthy and "FAILED" in bad.problems[0]
     worker.reconcile([])

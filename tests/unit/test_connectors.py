@@ -7,7 +7,9 @@ from types import ModuleType
 
 import pytest
 
+from pikit import REPO
 from pikit.connect import kafka_connectors
+from pikit.modules import from_file
 
 
 def load() -> ModuleType:
@@ -90,12 +92,64 @@ def test_a_connector_runs_when_it_and_every_task_run_and_a_failed_task_shows_its
                 ],
             }
         },
-        "idle": {"status": {"connector": {"state": "RUNNING"}, "tasks": []}},
+        # A checkpoint connector with no consumer group to checkpoint makes no task: it runs.
+        "idle": {"status": {"connector": {"state": "RUNNING"}, "tasks": []}, "info": {"tasks": []}},
+        # A task made whose state is not reported yet does not run yet.
+        "starting": {
+            "status": {"connector": {"state": "RUNNING"}, "tasks": []},
+            "info": {"tasks": [{"task": 0}]},
+        },
     }
     seen = m.states(status)
-    assert m.unsettled(["ok"], seen) == []
-    waiting = m.unsettled(["bad", "idle", "new"], seen)
+    assert m.unsettled(["ok", "idle"], seen) == []
+    waiting = m.unsettled(["bad", "starting", "new"], seen)
     assert waiting[0].startswith(
         "bad: connector RUNNING, tasks ['FAILED'] ['org.apache.kafka.connect.errors.ConnectException"
     )
-    assert waiting[1:] == ["idle: connector RUNNING, tasks [] []", "new: not listed yet"]
+    assert waiting[1:] == ["starting: connector RUNNING, tasks [] []", "new: not listed yet"]
+
+
+def mirror_filters() -> ModuleType:
+    return from_file("connect_filters", REPO / "roles/connect/filter_plugins/connect_filters.py")
+
+
+SITE = {
+    "alias": "greenhouse",
+    "bootstrap": ["10.0.0.11:9092"],
+    "keystore": "/k/site.pem",
+    "truststore": "/k/ca.crt",
+}
+CORE = {
+    "alias": "core",
+    "bootstrap": ["core-1:9092", "core-2:9092"],
+    "keystore": "/k/core.pem",
+    "truststore": "/k/core.crt",
+}
+
+
+def test_a_mirror_is_a_source_and_a_checkpoint_connector_that_write_to_the_core_as_the_site() -> None:
+    mirror, checkpoints = mirror_filters().connect_mirror_connectors(SITE, CORE, ["sensor-aggregates", "a.b"])
+    assert (mirror["name"], checkpoints["name"]) == ("greenhouse-mirror", "greenhouse-checkpoints")
+    config = mirror["config"]
+    assert config["topics"] == r"sensor\-aggregates,a\.b", "names, not patterns"
+    assert (config["exactly.once.support"], config["consumer.isolation.level"]) == (
+        "required",
+        "read_committed",
+    )
+    assert config["offsets.storage.topic"] == "greenhouse.mm2-offsets.internal", (
+        "under the site's prefix on the core"
+    )
+    for client in ("producer", "consumer", "admin"):
+        assert config[f"{client}.override.bootstrap.servers"] == "core-1:9092,core-2:9092"
+        assert config[f"{client}.override.ssl.keystore.location"] == "/k/core.pem"
+    assert config["source.cluster.ssl.keystore.location"] == "/k/site.pem"
+    assert checkpoints["config"]["offsets.storage.topic"] == config["offsets.storage.topic"]
+
+
+@pytest.mark.parametrize(
+    ("alias", "refusal"),
+    [("core", "differ from the core's"), ("green.house", "letters, digits"), ("", "letters")],
+)
+def test_a_site_alias_that_cannot_prefix_its_topics_on_the_core_is_refused(alias: str, refusal: str) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        mirror_filters().connect_mirror_connectors({**SITE, "alias": alias}, CORE, ["t"])

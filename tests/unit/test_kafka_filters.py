@@ -134,8 +134,9 @@ def test_connect_workers_own_their_groups_topics_and_read_the_pipelines_and_noth
     }
     assert mine == {
         ("topic", "pikit-connect-", "prefixed", "all"),
-        ("topic", "readings", "literal", "read", "describe"),
-        ("topic", "aggregates", "literal", "read", "describe"),
+        ("topic", "mm2-offset-syncs.", "prefixed", "all"),
+        ("topic", "readings", "literal", "read", "describe", "describe_configs"),
+        ("topic", "aggregates", "literal", "read", "describe", "describe_configs"),
         ("group", "pikit-connect", "literal", "read", "describe"),
         ("group", "connect-", "prefixed", "read", "describe"),
         ("transactional_id", "connect-cluster-pikit-connect", "literal", "write", "describe"),

@@ -24,7 +24,9 @@ description:
     C(PUT /connector-plugins/<class>/config/validate) first, and fails with Connect's messages before
     anything changes when one is refused. Then it creates the missing connectors, sets the config
     of those whose config differs, and deletes the unlisted ones when I(remove_unlisted). It waits
-    up to I(wait_timeout) seconds until every listed connector and its tasks run.
+    up to I(wait_timeout) seconds until every listed connector and its tasks run, those it created
+    or changed for I(settle_seconds) in a row: a task starts RUNNING and fails at its first poll
+    (a topic its principal may not read), so one look would pass it.
   - C(action=health) waits up to I(wait_timeout) seconds until the worker at the first of I(urls)
     answers and lists the connectors: it joined its group and read the config topic.
 options:
@@ -41,6 +43,10 @@ options:
     description: "Desired connectors, each {name, config}: values become strings, as Connect keeps them."
   remove_unlisted: {type: bool, default: true, description: Delete the connectors that are not listed.}
   wait_timeout: {type: int, default: 120, description: Seconds to wait for connectors and tasks to run.}
+  settle_seconds:
+    type: int
+    default: 30
+    description: Seconds a created or changed connector and its tasks must run in a row.
 author: pikit
 """
 
@@ -60,6 +66,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "connectors": {"type": "list", "elements": "dict", "default": []},
     "remove_unlisted": {"type": "bool", "default": True},
     "wait_timeout": {"type": "int", "default": 120},
+    "settle_seconds": {"type": "int", "default": 30},
 }
 
 # Connect answers 409 while its group rebalances (a worker started or left) and 503 while a worker
@@ -131,7 +138,9 @@ def refusals(name: str, validation: dict[str, Any]) -> list[str]:
 
 
 def states(status: dict[str, Any]) -> dict[str, Any]:
-    """{name: {connector, tasks, traces}} from GET /connectors?expand=status."""
+    """{name: {connector, tasks, configured, traces}} from GET /connectors?expand=status&expand=info:
+    `configured` counts the tasks the connector made (MirrorMaker's checkpoint connector makes none
+    until there is a consumer group to checkpoint), `tasks` the states of those that report one."""
     out = {}
     for name, entry in status.items():
         state = entry.get("status", {})
@@ -139,6 +148,7 @@ def states(status: dict[str, Any]) -> dict[str, Any]:
         out[name] = {
             "connector": state.get("connector", {}).get("state", "UNASSIGNED"),
             "tasks": [task.get("state", "UNASSIGNED") for task in tasks],
+            "configured": len(entry.get("info", {}).get("tasks", tasks)),
             "traces": [
                 (task.get("trace") or "").splitlines()[0] for task in tasks if task.get("state") == "FAILED"
             ],
@@ -147,13 +157,18 @@ def states(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def unsettled(wanted: list[str], seen: dict[str, Any]) -> list[str]:
-    """The wanted connectors that do not run yet: missing, not RUNNING, or without a running task."""
+    """The wanted connectors that do not run: missing, not RUNNING, a task not RUNNING, or a task
+    made that reports no state yet."""
     out: list[str] = []
     for name in wanted:
         entry = seen.get(name)
         if entry is None:
             out.append(f"{name}: not listed yet")
-        elif entry["connector"] != "RUNNING" or not entry["tasks"] or set(entry["tasks"]) != {"RUNNING"}:
+        elif (
+            entry["connector"] != "RUNNING"
+            or set(entry["tasks"]) - {"RUNNING"}
+            or len(entry["tasks"]) < entry["configured"]
+        ):
             out.append(
                 f"{name}: connector {entry['connector']}, tasks {entry['tasks']} {entry['traces']}".rstrip()
             )
@@ -198,7 +213,7 @@ class Workers:
         return {name: entry["info"]["config"] for name, entry in listed.items()}
 
     def states(self) -> dict[str, Any]:
-        return states(self.call("GET", "/connectors?expand=status") or {})
+        return states(self.call("GET", "/connectors?expand=status&expand=info") or {})
 
     def validate(self, config: dict[str, str]) -> dict[str, Any]:
         plugin = urllib.parse.quote(config["connector.class"], safe="")
@@ -239,11 +254,18 @@ def reconcile(params: dict[str, Any], check: bool) -> dict[str, Any]:
         workers.call("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/config", desired[name])
     for name in todo.delete:
         workers.call("DELETE", f"/connectors/{urllib.parse.quote(name, safe='')}")
+    changed = set(todo.create + todo.update)
+    running_since: float | None = None
     while True:
         seen = workers.states()
         waiting = unsettled(sorted(desired), seen)
         failed = [line for line in waiting if "FAILED" in line]
-        if not waiting or failed or time.monotonic() > deadline:
+        now = time.monotonic()
+        running_since = None if waiting else (running_since or now)
+        settled = running_since is not None and (
+            not changed or now - running_since >= params["settle_seconds"]
+        )
+        if settled or failed or now > deadline:
             break
         time.sleep(1)
     result["states"] = seen

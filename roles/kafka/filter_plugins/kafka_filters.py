@@ -103,11 +103,13 @@ def kafka_default_acls(
     their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `pikit-spark-*`
     (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink).
 
-    With `connect` ({principal, group_id}: a site with Kafka Connect workers), the workers own their
-    config, offset and status topics `<group>-*` (which they create), join their group, read
-    the readings and the output topics (to export or mirror them), consume as their sink
-    connectors' groups `connect-*`, and write transactionally: the leader's config writes as
-    `connect-cluster-<group>` and each exactly-once source task as `<group>-<connector>-<task>`.
+    With `connect` ({principal, group_id}: a site with Kafka Connect workers), the workers own
+    their config, offset and status topics `<group>-*` (which they create), join their group, read
+    the readings and the output topics and their configs (to export or mirror them), consume as
+    their sink connectors' groups `connect-*`, and write transactionally: the leader's config writes
+    as `connect-cluster-<group>` and each exactly-once source task as `<group>-<connector>-<task>`.
+    A mirror to a core (roles/connect, connect_mirror_connectors) keeps its offset syncs in
+    `mm2-offset-syncs.*` here.
 
     A `revoked` device (playbooks/edge-revoke.yml) loses its allow and is denied every topic: a
     deny wins over any allow, an ACL a site added by hand included, and the brokers check ACLs on
@@ -155,12 +157,39 @@ def _connect_acls(acl: Any, connect: dict[str, str], readable: list[str]) -> lis
     principal, group = connect["principal"], connect["group_id"]
     return [
         acl(principal, "topic", f"{group}-", ["all"], prefixed=True),
-        *(acl(principal, "topic", topic, ["read", "describe"]) for topic in readable),
+        acl(principal, "topic", "mm2-offset-syncs.", ["all"], prefixed=True),
+        *(acl(principal, "topic", topic, ["read", "describe", "describe_configs"]) for topic in readable),
         acl(principal, "group", group, ["read", "describe"]),
         acl(principal, "group", "connect-", ["read", "describe"], prefixed=True),
         acl(principal, "transactional_id", f"connect-cluster-{group}", ["write", "describe"]),
         acl(principal, "transactional_id", f"{group}-", ["write", "describe"], prefixed=True),
     ]
+
+
+def kafka_mirror_site_acls(sites: list[str], group_id: str = "pikit-connect") -> list[dict[str, Any]]:
+    """On a core: each site's principal (the CN of the identity the core issued it) may write only
+    under its own prefix: its mirrored topics and its connectors' offsets topic `<site>.*`, and its
+    connectors' transactions `<group>-<site>-*` (roles/connect names them `<site>-mirror` and
+    `<site>-checkpoints`)."""
+    out: list[dict[str, Any]] = []
+    for site in sites:
+        out += [
+            {
+                "principal": f"User:{site}",
+                "resource_type": "topic",
+                "resource_name": f"{site}.",
+                "pattern_type": "prefixed",
+                "operations": ["all"],
+            },
+            {
+                "principal": f"User:{site}",
+                "resource_type": "transactional_id",
+                "resource_name": f"{group_id}-{site}-",
+                "pattern_type": "prefixed",
+                "operations": ["write", "describe"],
+            },
+        ]
+    return out
 
 
 def kafka_device_quotas(devices: list[str], default: int, overrides: dict[str, int]) -> dict[str, int]:
@@ -298,6 +327,7 @@ class FilterModule:
             "kafka_listeners": kafka_listeners,
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,
+            "kafka_mirror_site_acls": kafka_mirror_site_acls,
             "kafka_device_quotas": kafka_device_quotas,
             "kafka_voter_plan": kafka_voter_plan,
             "kafka_plan": kafka_plan,
