@@ -107,6 +107,9 @@ OPS_SCENARIOS = {
         "edge_agent",
         "emulated",
     ): "the agent and the base roles on emulated arm64 and armhf devices (qemu-user)",
+    ("connect", "mirror"): "a site mirrored to a core with its own CA, by the kit's playbooks on two "
+    "inventories: the uplink cut for 10 minutes, the worker killed -9, the core's copy compared record "
+    "by record",
 }
 
 

@@ -21,11 +21,11 @@ from kafka.errors import KafkaError
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.connect import GROUP, LocalWorker
+from pikit_testkit.mirror import difference, settled, transactions
 
 from pikit import REPO
 from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
-from pikit.topic import read_to_end
 
 SITE = "greenhouse"
 TOPICS = ["sensor-aggregates", "sensor-alerts"]
@@ -66,36 +66,9 @@ def _client(broker: LocalBroker, bundle: Path, ca: Path) -> dict[str, Any]:
     }
 
 
-def _records(topic: str, client: dict[str, Any]) -> dict[int, list[tuple[bytes | None, bytes]]]:
-    """Each partition's committed records, in order."""
-    out: dict[int, list[tuple[bytes | None, bytes]]] = {}
-    for record in sorted(read_to_end(topic, **client), key=lambda r: (r.partition, r.offset)):
-        out.setdefault(record.partition, []).append((record.key, record.value))
-    return out
-
-
-def _difference(want: dict[int, list[Any]], got: dict[int, list[Any]]) -> str:
-    """Where the core's copy departs from the site's, per partition: counts, duplicates, the first
-    record that differs."""
-    out = []
-    for partition in sorted(set(want) | set(got)):
-        w, g = want.get(partition, []), got.get(partition, [])
-        first = next((i for i, (a, b) in enumerate(zip(w, g, strict=False)) if a != b), min(len(w), len(g)))
-        out.append(
-            f"partition {partition}: site {len(w)}, core {len(g)} ({len(g) - len(set(g))} repeated), "
-            f"first difference at {first}: site {w[first : first + 2]} core {g[first : first + 2]}"
-        )
-    return "; ".join(out)
-
-
 def _settled(site: dict[str, Any], core: dict[str, Any], topic: str, timeout: float = 90) -> tuple[Any, Any]:
-    """The site's topic and the core's copy, once they are equal or the timeout passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        want, got = _records(topic, site), _records(f"{SITE}.{topic}", core)
-        if want == got or time.monotonic() > deadline:
-            return want, got
-        time.sleep(1)
+    want, got, _ = settled(site, core, topic, f"{SITE}.{topic}", timeout)
+    return want, got
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +81,7 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     tls_dir.mkdir()
     (tls_dir / "ca.crt").write_bytes(site_ca[1].read_bytes())
     _identity(tls_dir / "kafka-connect.pem", "connect", site_ca, "site")
-    core_pem = _identity(tls_dir / "core.pem", SITE, core_ca, "core")
+    core_pem = _identity(tls_dir / "core.pem", f"site.{SITE}", core_ca, "core")
 
     site = LocalBroker(work / "site", tls=(site_admin_pem, site_ca[1]), short_lived=True, cn_principals=True)
     core = LocalBroker(work / "core", tls=(core_admin_pem, core_ca[1]), short_lived=True, cn_principals=True)
@@ -149,43 +122,23 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
         core.stop()
 
 
-def _transactions(
-    client: dict[str, Any], topic: str, tag: str, count: int, stop: threading.Event | None = None
-) -> None:
-    """`count` transactions of 5 records each into the site's `topic`; every third aborted."""
-    producer = KafkaProducer(**client, transactional_id=f"test-{tag}", acks="all")
-    producer.init_transactions()
-    for n in range(count):
-        if stop is not None and stop.is_set():
-            break
-        producer.begin_transaction()
-        for i in range(5):
-            producer.send(topic, key=f"dev-{i}".encode(), value=f"{tag}-{n}-{i}".encode())
-        if n % 3 == 2:
-            producer.abort_transaction()
-        else:
-            producer.commit_transaction()
-        time.sleep(0.05)
-    producer.close()
-
-
 def test_the_core_holds_every_committed_record_of_the_site_once_in_order(clusters: Clusters) -> None:
     for topic in TOPICS:
-        _transactions(clusters.site_admin, topic, "first", 9)
+        transactions(clusters.site_admin, topic, "first", 9)
     result = clusters.worker.reconcile(clusters.connectors)
     assert not result.get("failed"), result
-    assert sorted(result["created"]) == [f"{SITE}-checkpoints", f"{SITE}-mirror"], result
+    assert sorted(result["created"]) == [f"{SITE}.checkpoints", f"{SITE}.mirror"], result
     for topic in TOPICS:
         want, got = _settled(clusters.site_admin, clusters.core_admin, topic)
         assert sum(map(len, want.values())) == 30, "6 of the 9 transactions committed, 5 records each"
-        assert got == want, _difference(want, got)
+        assert got == want, difference(want, got)
     assert clusters.worker.reconcile(clusters.connectors)["changed"] is False
 
 
 def test_a_worker_killed_mid_transfer_resumes_and_the_copy_stays_exact(clusters: Clusters) -> None:
     stop = threading.Event()
     writer = threading.Thread(
-        target=_transactions, args=(clusters.site_admin, TOPICS[0], "during", 10_000, stop)
+        target=transactions, args=(clusters.site_admin, TOPICS[0], "during", 10_000, stop)
     )
     writer.start()
     try:
@@ -198,10 +151,10 @@ def test_a_worker_killed_mid_transfer_resumes_and_the_copy_stays_exact(clusters:
         stop.set()
         writer.join()
     states = clusters.worker.reconcile(clusters.connectors)["states"]
-    assert states[f"{SITE}-mirror"]["tasks"] == ["RUNNING"], states
+    assert states[f"{SITE}.mirror"]["tasks"] == ["RUNNING"], states
     want, got = _settled(clusters.site_admin, clusters.core_admin, TOPICS[0], timeout=120)
     assert sum(map(len, want.values())) > 30, "records were written during the kill"
-    assert got == want, f"the core's copy after the kill: {_difference(want, got)}"
+    assert got == want, f"the core's copy after the kill: {difference(want, got)}"
 
 
 def test_the_core_refuses_a_site_writing_outside_its_prefix(clusters: Clusters) -> None:

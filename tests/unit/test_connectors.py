@@ -129,7 +129,7 @@ CORE = {
 
 def test_a_mirror_is_a_source_and_a_checkpoint_connector_that_write_to_the_core_as_the_site() -> None:
     mirror, checkpoints = mirror_filters().connect_mirror_connectors(SITE, CORE, ["sensor-aggregates", "a.b"])
-    assert (mirror["name"], checkpoints["name"]) == ("greenhouse-mirror", "greenhouse-checkpoints")
+    assert (mirror["name"], checkpoints["name"]) == ("greenhouse.mirror", "greenhouse.checkpoints")
     config = mirror["config"]
     assert config["topics"] == r"sensor\-aggregates,a\.b", "names, not patterns"
     assert (config["exactly.once.support"], config["consumer.isolation.level"]) == (

@@ -149,6 +149,25 @@ def test_connect_workers_own_their_groups_topics_and_read_the_pipelines_and_noth
     ]
 
 
+def test_a_core_holds_each_site_to_its_own_prefix_which_covers_no_other_site() -> None:
+    acls = filters.kafka_mirror_site_acls(["greenhouse", "green"], "pikit-connect", "site.")
+    got = {(a["principal"], a["resource_type"], a["resource_name"], a["pattern_type"]) for a in acls}
+    assert got == {
+        ("User:site.greenhouse", "topic", "greenhouse.", "prefixed"),
+        ("User:site.greenhouse", "transactional_id", "pikit-connect-greenhouse.", "prefixed"),
+        ("User:site.green", "topic", "green.", "prefixed"),
+        ("User:site.green", "transactional_id", "pikit-connect-green.", "prefixed"),
+    }
+    # Connect's transactional ids are <group>-<connector>-<task>; a connector is <site>.mirror.
+    assert not "pikit-connect-greenhouse.mirror-0".startswith("pikit-connect-green.")
+
+
+@pytest.mark.parametrize(("sites", "why"), [(["a.b"], "letters, digits"), (["x", "x"], "twice")])
+def test_a_site_name_that_could_reach_past_its_prefix_is_refused(sites: list[str], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        filters.kafka_mirror_site_acls(sites)
+
+
 def test_a_revoked_device_loses_its_allow_and_is_denied_every_topic() -> None:
     acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates"], ["edge-2"])
     mine = [a for a in acls if a["principal"] == "User:edge-2"]

@@ -161,3 +161,35 @@ def test_a_name_the_site_wide_variables_replaced_is_refused_with_its_new_name(tm
     assert not out.startswith("OK")
     assert "kafka_readings_topic is now pikit_readings_topic" in out
     assert "host pi-1" in out
+
+
+@pytest.mark.parametrize(
+    ("group_vars", "named"),
+    [
+        (
+            {"connect_mirror": {"site": "green.house", "core_bootstrap": ["core-1:9092"]}},
+            "connect_mirror on pi-2 needs `site`",
+        ),
+        ({"connect_mirror": {"site": "greenhouse"}}, "connect_mirror on pi-2 needs `site`"),
+        ({"connect_mirror": "greenhouse"}, "connect_mirror"),
+        ({"kafka_mirror_sites": ["greenhouse", "greenhouse"]}, "kafka_mirror_sites on pi-1"),
+        ({"kafka_mirror_sites": ["a.b"]}, "kafka_mirror_sites on pi-1"),
+    ],
+)
+def test_a_mirror_that_would_write_past_its_prefix_is_named(
+    tmp_path: Path, group_vars: dict[str, object], named: str
+) -> None:
+    inventory = {
+        "all": {
+            "vars": {"ansible_port": 1, "pikit_state_dir": str(tmp_path / "state"), **group_vars},
+            "children": {
+                "kafka_controller": {"hosts": {"pi-1": {"ansible_host": "127.0.0.11"}}},
+                "kafka_broker": {"hosts": {"pi-1": None}},
+                "kafka_connect": {"hosts": {"pi-2": {"ansible_host": "127.0.0.12"}}},
+            },
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    out = run_preflight(path)
+    assert not out.startswith("OK") and named in out, out[-2000:]

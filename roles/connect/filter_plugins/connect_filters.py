@@ -83,7 +83,7 @@ def connect_mirror_connectors(
     }
     return [
         {
-            "name": f"{alias}-mirror",
+            "name": f"{alias}.mirror",
             "config": {
                 "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
                 **common,
@@ -97,7 +97,7 @@ def connect_mirror_connectors(
             },
         },
         {
-            "name": f"{alias}-checkpoints",
+            "name": f"{alias}.checkpoints",
             "config": {
                 "connector.class": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
                 **common,

@@ -166,29 +166,40 @@ def _connect_acls(acl: Any, connect: dict[str, str], readable: list[str]) -> lis
     ]
 
 
-def kafka_mirror_site_acls(sites: list[str], group_id: str = "pikit-connect") -> list[dict[str, Any]]:
-    """On a core: each site's principal (the CN of the identity the core issued it) may write only
-    under its own prefix: its mirrored topics and its connectors' offsets topic `<site>.*`, and its
-    connectors' transactions `<group>-<site>-*` (roles/connect names them `<site>-mirror` and
-    `<site>-checkpoints`)."""
+def kafka_mirror_site_acls(
+    sites: list[str], group_id: str = "pikit-connect", principal_prefix: str = "site."
+) -> list[dict[str, Any]]:
+    """On a core (`kafka_mirror_sites`): each site's principal, `<principal_prefix><site>` (the CN
+    of the identity playbooks/mirror-admit.yml issued it), may write only under its own prefix:
+    its mirrored topics and its connectors' offsets topic `<site>.*`, and its connectors'
+    transactions `<group>-<site>.*` (roles/connect names them `<site>.mirror` and
+    `<site>.checkpoints`). A site's name has no dot, so no prefix covers another site's."""
     out: list[dict[str, Any]] = []
     for site in sites:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", str(site)):
+            raise ValueError(
+                f"kafka_mirror_sites names {site!r}: a site's name is letters, digits, - or _ "
+                "(it prefixes every topic the site writes here)"
+            )
+        principal = f"User:{principal_prefix}{site}"
         out += [
             {
-                "principal": f"User:{site}",
+                "principal": principal,
                 "resource_type": "topic",
                 "resource_name": f"{site}.",
                 "pattern_type": "prefixed",
                 "operations": ["all"],
             },
             {
-                "principal": f"User:{site}",
+                "principal": principal,
                 "resource_type": "transactional_id",
-                "resource_name": f"{group_id}-{site}-",
+                "resource_name": f"{group_id}-{site}.",
                 "pattern_type": "prefixed",
                 "operations": ["write", "describe"],
             },
         ]
+    if len(set(sites)) != len(sites):
+        raise ValueError(f"kafka_mirror_sites names a site twice: {sorted(sites)}")
     return out
 
 
