@@ -49,7 +49,9 @@ def kit_services() -> list[dict[str, Any]]:
     return services
 
 
-def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dict[str, Any]:
+def classes(
+    admin: list[str] | None = None, ssh: list[str] | None = None, mirror: list[str] | None = None
+) -> dict[str, Any]:
     return {
         "cluster": {
             "groups": [
@@ -66,6 +68,7 @@ def classes(admin: list[str] | None = None, ssh: list[str] | None = None) -> dic
         "kafka_broker": {"groups": ["kafka_broker"]},
         "spark": {"groups": ["spark_master", "spark_worker"]},
         "edge": {"groups": ["edge"], "ranges": ["192.168.7.0/24"]},
+        "mirror": {"ranges": mirror or []},
         "monitoring": {"groups": ["monitoring"]},
         "admin": {"ranges": [*(admin or []), CONTROLLER]},
         "ssh": {"ranges": [*(ssh if ssh is not None else ["0.0.0.0/0", "::/0"]), CONTROLLER]},
@@ -97,6 +100,14 @@ def test_a_broker_opens_its_client_port_to_the_cluster_the_devices_and_admin_and
     ]
     assert "kafka-controller" not in rules, "pi-5 is a broker only"
     assert rules["ssh"] == ["tcp dport { 22 }"], "any source, both families, by default"
+
+
+def test_a_core_opens_its_client_port_and_nothing_else_to_the_mirroring_sites_workers(
+    site: dict[str, Any],
+) -> None:
+    rules = accepted(plan("pi-5", site, mirror=["172.16.5.0/24"]))
+    assert "172.16.5.0/24" in rules["kafka-client"][0]
+    assert [name for name, matches in rules.items() if "172.16.5.0/24" in " ".join(matches)] == ["kafka-client"]
 
 
 def test_the_quorum_port_opens_to_kafka_nodes_only_and_is_guarded_before_the_spark_peers(
