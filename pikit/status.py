@@ -17,6 +17,7 @@ Anything unhealthy becomes a problem with its reason; `healthy` is true when the
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -33,13 +34,16 @@ from kafka import KafkaConsumer, TopicPartition
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 
 from pikit import revocation
-from pikit.connect import kafka_connectors
+from pikit.connect import kafka_connectors, mirror_lag
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape, values
 from pikit.site import Site
 from pikit.topic import mtls_client
 
 CERT_WARN_DAYS = 21
+# A mirror's oldest record not yet on its core older than this is a problem (as the monitoring
+# role's monitoring_mirror_behind_seconds).
+MIRROR_BEHIND_SECONDS = 600
 
 
 @dataclass
@@ -461,25 +465,53 @@ def node_parts(site: Site) -> list[Part]:
     return parts
 
 
-def connector_parts(site: Site) -> list[Part]:
+def connector_parts(site: Site, client: dict[str, Any] | None = None) -> list[Part]:
     """Each connector of the Kafka Connect workers (roles/connect) and its tasks, as any worker
-    that answers sees them; a site without workers has none."""
+    that answers sees them, and for a mirror to a core, how far the core's copy is behind (with
+    `client`, the site's brokers); a site without workers has none."""
     workers = site.hosts("kafka_connect")
     if not workers:
         return []
     urls = [f"http://{endpoint}" for endpoint in site.endpoints("connect-rest", workers)]
     try:
-        seen = kafka_connectors.Workers(urls, time.monotonic() + 5, timeout=5).states()
+        rest = kafka_connectors.Workers(urls, time.monotonic() + 5, timeout=5)
+        seen, configs = rest.states(), rest.configs()
     except kafka_connectors.ConnectError as exc:
         return [Part("workers", {"workers": len(workers)}, [f"down: no worker's REST API answers ({exc})"])]
-    return [
-        Part(
+    parts = []
+    for name, state in sorted(seen.items()):
+        part = Part(
             name,
             {"state": state["connector"], "tasks": state["tasks"]},
             kafka_connectors.unsettled([name], seen),
         )
-        for name, state in sorted(seen.items())
-    ]
+        config = configs.get(name, {})
+        if config.get("connector.class", "").endswith(".MirrorSourceConnector") and client:
+            _mirror_lag(part, config, urls, client)
+        parts.append(part)
+    return parts
+
+
+def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dict[str, Any]) -> None:
+    """The mirror's lag per topic (the workers' probe's own measure), a problem past its bound."""
+    topics = [re.sub(r"\\(.)", r"\1", name) for name in config.get("topics", "").split(",") if name]
+    part.details["core"] = config.get("target.cluster.alias", "?")
+    try:
+        positions = mirror_lag.committed(urls[0], part.name, timeout=10)
+    except (OSError, ValueError) as exc:
+        part.problems.append(f"its committed offsets cannot be read, so its lag is unknown ({exc})")
+        return
+    try:
+        lag = mirror_lag.lag(client, positions, topics, time.time())
+    except Exception as exc:  # the site's brokers: reported, not raised
+        part.problems.append(f"its lag could not be measured ({type(exc).__name__}: {exc})")
+        return
+    part.details["lag"] = lag
+    worst = max(lag.values(), key=lambda behind: behind["seconds"], default={"seconds": 0.0, "records": 0})
+    if worst["seconds"] > MIRROR_BEHIND_SECONDS:
+        part.problems.append(
+            f"the core's copy is {worst['seconds']:.0f} s ({worst['records']} records) behind the site"
+        )
 
 
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
@@ -495,7 +527,7 @@ def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) ->
         spark=spark_parts(site, nodes),
         agents=agent_parts(site, pki, reachable, silent_after, lookback),
         nodes=nodes,
-        connectors=connector_parts(site),
+        connectors=connector_parts(site, mtls_client(reachable, pki) if reachable else None),
     )
 
 

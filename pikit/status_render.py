@@ -69,7 +69,13 @@ def describe(kind: str, part: Part) -> str:
             bits.append(f"certificate {d['certificate_days_left']:.0f} days")
         return "  ".join(bits)
     if kind == "connector":
-        return f"{d.get('state', '')}  tasks {' '.join(d.get('tasks', [])) or 'none'}" if "state" in d else ""
+        if "state" not in d:
+            return ""
+        bits = [d["state"], f"tasks {' '.join(d.get('tasks', [])) or 'none'}"]
+        for topic, behind in sorted(d.get("lag", {}).items()):
+            oldest = f"oldest {behind['seconds']:.0f} s" if behind["records"] else "caught up"
+            bits.append(f"{topic} on {d.get('core', '?')}: {behind['records']} behind, {oldest}")
+        return "  ".join(bits)
     if kind == "node":
         return f"{d.get('address', '')}  {d.get('os', '?')}"
     return ""

@@ -97,3 +97,17 @@ class LocalWorker:
             [self.url], time.monotonic() + 30
         ).configs()
         return configs
+
+
+class OneWorkerSite:
+    """What `pikit status` asks of a site about its workers."""
+
+    def __init__(self, url: str) -> None:
+        self.endpoint = url.removeprefix("http://")
+
+    def hosts(self, group: str) -> list[str]:
+        return ["w1"] if group == "kafka_connect" else []
+
+    def endpoints(self, service: str, hosts: list[str]) -> list[str]:
+        assert service == "connect-rest" and hosts == ["w1"]
+        return [self.endpoint]

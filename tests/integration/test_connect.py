@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaProducer
 from pikit_testkit.broker import LocalBroker, free_port
 from pikit_testkit.certs import certificate, new_key, pem
-from pikit_testkit.connect import GROUP, LocalWorker
+from pikit_testkit.connect import GROUP, LocalWorker, OneWorkerSite
 
 from pikit import REPO, status
 from pikit.connect import kafka_connectors
@@ -171,20 +171,6 @@ def test_a_sink_on_a_topic_outside_the_workers_acls_fails_and_the_play_says_why(
 
 def before_as_declared(configs: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
     return [{"name": name, "config": config} for name, config in configs.items()]
-
-
-class OneWorkerSite:
-    """What `pikit status` asks of a site about its workers."""
-
-    def __init__(self, url: str) -> None:
-        self.endpoint = url.removeprefix("http://")
-
-    def hosts(self, group: str) -> list[str]:
-        return ["w1"] if group == "kafka_connect" else []
-
-    def endpoints(self, service: str, hosts: list[str]) -> list[str]:
-        assert service == "connect-rest" and hosts == ["w1"]
-        return [self.endpoint]
 
 
 def test_pikit_status_names_each_connector_and_a_failed_task_with_its_reason(worker: LocalWorker) -> None:

@@ -20,10 +20,12 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
-from pikit_testkit.connect import GROUP, LocalWorker
+from pikit_testkit.connect import GROUP, LocalWorker, OneWorkerSite
 from pikit_testkit.mirror import difference, settled, transactions
 
-from pikit import REPO
+from pikit import REPO, status
+from pikit.connect import kafka_connectors
+from pikit.connect import mirror_lag as lag_probe
 from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
 
@@ -42,6 +44,7 @@ class Clusters:
     core_as_site: dict[str, Any]  # the site's identity on the core
     worker: LocalWorker
     connectors: list[dict[str, Any]]
+    worker_tls: Path  # the worker's identity on the site, and the site's CA
 
 
 def _ca(work: Path, name: str) -> tuple[Any, Path]:
@@ -113,9 +116,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     )
     try:
         worker.start()
-        yield Clusters(
-            site, core, site_admin, core_admin, _client(core, core_pem, core_ca[1]), worker, connectors
-        )
+        core_as_site = _client(core, core_pem, core_ca[1])
+        yield Clusters(site, core, site_admin, core_admin, core_as_site, worker, connectors, tls_dir)
     finally:
         worker.stop()
         site.stop()
@@ -177,3 +179,80 @@ def _topics(client: dict[str, Any]) -> set[str]:
         return set(consumer.topics())
     finally:
         consumer.close()
+
+
+def test_the_lag_is_none_when_caught_up_and_grows_while_the_worker_is_away(
+    clusters: Clusters, tmp_path: Path
+) -> None:
+    """The workers' probe (files/pikit_mirror_lag.py) against the real mirror: nothing behind once the
+    copy is whole; with the worker gone (no REST API, no copy) the offsets it last read stand, and
+    the lag counts what the site committed since, and its age."""
+    topic = TOPICS[1]
+    config = {
+        "rest": clusters.worker.url,
+        "connector": f"{SITE}.mirror",
+        "site": SITE,
+        "core": "core",
+        "topics": TOPICS,
+        "bootstrap": [clusters.site.address],
+        "cafile": str(clusters.worker_tls / "ca.crt"),
+        "certfile": str(clusters.worker_tls / "kafka-connect.pem"),
+        "state": str(tmp_path / "offsets.json"),
+    }
+    for name in TOPICS:
+        want, got = _settled(clusters.site_admin, clusters.core_admin, name)
+        assert got == want, difference(want, got)
+    caught_up = lag_probe.measure(config)
+    assert caught_up["offsets_age"] == 0
+    assert caught_up["topics"] == {name: {"records": 0, "seconds": 0.0} for name in TOPICS}, caught_up
+
+    clusters.worker.kill()
+    try:
+        written = time.time()
+        transactions(clusters.site_admin, topic, "lag", 6)  # 4 committed, 5 records each
+        time.sleep(3)
+        behind = lag_probe.measure(config)
+    finally:
+        clusters.worker.start()
+    assert behind["offsets_age"] >= 3, "the offsets read before the worker went"
+    assert behind["topics"][TOPICS[0]] == {"records": 0, "seconds": 0.0}
+    assert behind["topics"][topic]["records"] >= 20, behind
+    assert time.time() - written >= behind["topics"][topic]["seconds"] >= 3, behind
+    text = lag_probe.render(config, behind)
+    assert f'pikit_mirror_lag_records{{site="{SITE}",core="core",topic="{topic}"}}' in text
+
+    want, got = _settled(clusters.site_admin, clusters.core_admin, topic, timeout=120)
+    assert got == want, difference(want, got)
+    healed = lag_probe.measure(config)
+    assert healed["topics"][topic] == {"records": 0, "seconds": 0.0}, healed
+
+
+def test_pikit_status_shows_the_mirrors_lag_and_names_a_mirror_behind(
+    clusters: Clusters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site: Any = OneWorkerSite(clusters.worker.url)
+    parts = {part.name: part for part in status.connector_parts(site, clusters.site_admin)}
+    mirror = parts[f"{SITE}.mirror"]
+    assert mirror.healthy, mirror.problems
+    assert mirror.details["core"] == "core"
+    assert mirror.details["lag"] == {name: {"records": 0, "seconds": 0.0} for name in TOPICS}
+    assert "lag" not in parts[f"{SITE}.checkpoints"].details
+
+    workers = kafka_connectors.Workers([clusters.worker.url], time.monotonic() + 30)
+    workers.call("PUT", f"/connectors/{SITE}.mirror/pause")
+    try:
+        time.sleep(5)  # the task stops copying
+        transactions(clusters.site_admin, TOPICS[0], "paused", 3)
+        time.sleep(2)
+        monkeypatch.setattr(status, "MIRROR_BEHIND_SECONDS", 1)
+        behind = {part.name: part for part in status.connector_parts(site, clusters.site_admin)}[
+            f"{SITE}.mirror"
+        ]
+    finally:
+        workers.call("PUT", f"/connectors/{SITE}.mirror/resume")
+    assert behind.details["lag"][TOPICS[0]]["records"] >= 10, behind.details
+    assert [p for p in behind.problems if "the core's copy is" in p and "behind the site" in p], (
+        behind.problems
+    )
+    want, got = _settled(clusters.site_admin, clusters.core_admin, TOPICS[0], timeout=120)
+    assert got == want, difference(want, got)
