@@ -507,6 +507,9 @@ def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dic
         part.problems.append(f"its lag could not be measured ({type(exc).__name__}: {exc})")
         return
     part.details["lag"] = lag
+    lost = {topic: behind["lost"] for topic, behind in lag.items() if behind["lost"]}
+    if lost:
+        part.problems.append(f"the site deleted records before the core had them: {lost}")
     worst = max(lag.values(), key=lambda behind: behind["seconds"], default={"seconds": 0.0, "records": 0})
     if worst["seconds"] > MIRROR_BEHIND_SECONDS:
         part.problems.append(

@@ -204,7 +204,8 @@ def test_the_lag_is_none_when_caught_up_and_grows_while_the_worker_is_away(
         assert got == want, difference(want, got)
     caught_up = lag_probe.measure(config)
     assert caught_up["offsets_age"] == 0
-    assert caught_up["topics"] == {name: {"records": 0, "seconds": 0.0} for name in TOPICS}, caught_up
+    nothing = {"records": 0, "seconds": 0.0, "lost": 0}
+    assert caught_up["topics"] == dict.fromkeys(TOPICS, nothing), caught_up
 
     clusters.worker.kill()
     try:
@@ -215,7 +216,7 @@ def test_the_lag_is_none_when_caught_up_and_grows_while_the_worker_is_away(
     finally:
         clusters.worker.start()
     assert behind["offsets_age"] >= 3, "the offsets read before the worker went"
-    assert behind["topics"][TOPICS[0]] == {"records": 0, "seconds": 0.0}
+    assert behind["topics"][TOPICS[0]] == {"records": 0, "seconds": 0.0, "lost": 0}
     assert behind["topics"][topic]["records"] >= 20, behind
     assert time.time() - written >= behind["topics"][topic]["seconds"] >= 3, behind
     text = lag_probe.render(config, behind)
@@ -224,7 +225,7 @@ def test_the_lag_is_none_when_caught_up_and_grows_while_the_worker_is_away(
     want, got = _settled(clusters.site_admin, clusters.core_admin, topic, timeout=120)
     assert got == want, difference(want, got)
     healed = lag_probe.measure(config)
-    assert healed["topics"][topic] == {"records": 0, "seconds": 0.0}, healed
+    assert healed["topics"][topic] == {"records": 0, "seconds": 0.0, "lost": 0}, healed
 
 
 def test_pikit_status_shows_the_mirrors_lag_and_names_a_mirror_behind(
@@ -235,7 +236,7 @@ def test_pikit_status_shows_the_mirrors_lag_and_names_a_mirror_behind(
     mirror = parts[f"{SITE}.mirror"]
     assert mirror.healthy, mirror.problems
     assert mirror.details["core"] == "core"
-    assert mirror.details["lag"] == {name: {"records": 0, "seconds": 0.0} for name in TOPICS}
+    assert mirror.details["lag"] == {name: {"records": 0, "seconds": 0.0, "lost": 0} for name in TOPICS}
     assert "lag" not in parts[f"{SITE}.checkpoints"].details
 
     workers = kafka_connectors.Workers([clusters.worker.url], time.monotonic() + 30)

@@ -168,6 +168,19 @@ def test_a_site_name_that_could_reach_past_its_prefix_is_refused(sites: list[str
         filters.kafka_mirror_site_acls(sites)
 
 
+def test_a_mirrored_topic_that_keeps_its_records_less_than_an_uplink_outage_is_named() -> None:
+    topics = [
+        {"name": "sensor-aggregates", "config": {"retention.ms": 3_600_000}},
+        {"name": "sensor-alerts", "config": {"retention.ms": -1}},
+        {"name": "sensor-late"},
+        {"name": "not-mirrored", "config": {"retention.ms": 1}},
+        {"name": "sensor-dead-letters", "config": {"retention.ms": 86_400_000}},
+    ]
+    names = ["sensor-aggregates", "sensor-alerts", "sensor-late", "sensor-dead-letters"]
+    assert filters.kafka_short_retention(topics, names, 24) == ["sensor-aggregates"]
+    assert filters.kafka_short_retention(topics, names, 25) == ["sensor-aggregates", "sensor-dead-letters"]
+
+
 def test_a_revoked_device_loses_its_allow_and_is_denied_every_topic() -> None:
     acls = load().kafka_default_acls(["edge-1", "edge-2"], "spark", "readings", ["aggregates"], ["edge-2"])
     mine = [a for a in acls if a["principal"] == "User:edge-2"]

@@ -174,6 +174,13 @@ def test_a_name_the_site_wide_variables_replaced_is_refused_with_its_new_name(tm
         ({"connect_mirror": "greenhouse"}, "connect_mirror"),
         ({"kafka_mirror_sites": ["greenhouse", "greenhouse"]}, "kafka_mirror_sites on pi-1"),
         ({"kafka_mirror_sites": ["a.b"]}, "kafka_mirror_sites on pi-1"),
+        (
+            {
+                "connect_mirror": {"site": "greenhouse", "core_bootstrap": ["core-1:9092"]},
+                "pikit_uplink_outage_hours": 24 * 31,
+            },
+            "keep their records less than pikit_uplink_outage_hours=744",
+        ),
     ],
 )
 def test_a_mirror_that_would_write_past_its_prefix_is_named(

@@ -7,7 +7,9 @@ and serves at GET /connectors/<site>.mirror/offsets. The site's side is each par
 stable offset, read_committed. Per mirrored topic:
 - pikit_mirror_lag_records: the offsets from the oldest committed record not yet copied to the
   last stable offset (a transaction's commit marker counts as one);
-- pikit_mirror_lag_seconds: that record's age, 0 when every committed record is copied.
+- pikit_mirror_lag_seconds: that record's age, 0 when every committed record is copied;
+- pikit_mirror_lost_records: the offsets the site deleted (its retention, its disk guard) before
+  the mirror copied them: an outage longer than the site keeps its records.
 When the core cannot be reached, neither can the offsets: the last ones read stand (kept in the
 state file), so the lag only grows while the uplink is down, and
 pikit_mirror_offsets_age_seconds says how old they are.
@@ -48,7 +50,8 @@ def committed(rest: str, connector: str, timeout: float = 10.0) -> Position:
 
 
 def lag(client: dict[str, Any], positions: Position, topics: list[str], now: float) -> dict[str, Any]:
-    """{topic: {records, seconds}}: how far the copy is behind the site's committed records."""
+    """{topic: {records, seconds, lost}}: how far the copy is behind the site's committed records, and
+    how many the site deleted (its retention, its disk guard) before the copy had them."""
     consumer = KafkaConsumer(**client, enable_auto_commit=False, isolation_level="read_committed")
     try:
         parts = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or [])]
@@ -72,7 +75,11 @@ def lag(client: dict[str, Any], positions: Position, topics: list[str], now: flo
                 waiting = [tp for tp in behind if tp not in oldest]
                 if waiting and all(consumer.position(tp) >= ends[tp] for tp in waiting):
                     break
-        out = {topic: {"records": 0, "seconds": 0.0} for topic in topics}
+        out = {topic: {"records": 0, "seconds": 0.0, "lost": 0} for topic in topics}
+        for tp in parts:
+            copied = positions.get((tp.topic, tp.partition))
+            if copied is not None and copied < begins[tp]:
+                out[tp.topic]["lost"] += begins[tp] - copied
         for tp, record in oldest.items():
             out[tp.topic]["records"] += ends[tp] - record.offset
             age = max(0.0, now - record.timestamp / 1000)
@@ -103,24 +110,21 @@ def measure(config: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     return {"topics": lag(client, positions, config["topics"], now), "offsets_age": age, "at": now}
 
 
+# The per-topic gauges: (metric, the measure's key, help).
+GAUGES = [
+    ("pikit_mirror_lag_records", "records", "Offsets of the site's committed records not yet on the core."),
+    ("pikit_mirror_lag_seconds", "seconds", "Age of the site's oldest committed record not yet on the core."),
+    ("pikit_mirror_lost_records", "lost", "Offsets the site deleted before the core had them."),
+]
+
+
 def render(config: dict[str, Any], measured: dict[str, Any]) -> str:
     site, core = config["site"], config["core"]
-    lines = [
-        "# HELP pikit_mirror_lag_records Offsets of the site's committed records not yet on the core.",
-        "# TYPE pikit_mirror_lag_records gauge",
-    ]
-    for topic, lag_of in sorted(measured["topics"].items()):
-        lines.append(
-            f'pikit_mirror_lag_records{{site="{site}",core="{core}",topic="{topic}"}} {lag_of["records"]}'
-        )
-    lines += [
-        "# HELP pikit_mirror_lag_seconds Age of the oldest committed record of the site not yet on the core.",
-        "# TYPE pikit_mirror_lag_seconds gauge",
-    ]
-    for topic, lag_of in sorted(measured["topics"].items()):
-        lines.append(
-            f'pikit_mirror_lag_seconds{{site="{site}",core="{core}",topic="{topic}"}} {lag_of["seconds"]:.3f}'
-        )
+    lines = []
+    for metric, key, text in GAUGES:
+        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} gauge"]
+        for topic, lag_of in sorted(measured["topics"].items()):
+            lines.append(f'{metric}{{site="{site}",core="{core}",topic="{topic}"}} {lag_of[key]:g}')
     age = measured["offsets_age"]
     lines += [
         "# HELP pikit_mirror_offsets_age_seconds Age of the mirror's offsets the lag was measured from.",

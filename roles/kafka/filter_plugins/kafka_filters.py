@@ -203,6 +203,17 @@ def kafka_mirror_site_acls(
     return out
 
 
+def kafka_short_retention(topics: list[dict[str, Any]], names: list[str], hours: int) -> list[str]:
+    """The topics among `names` whose retention.ms keeps records less than `hours` (-1, or none
+    set, keeps them longer: the broker's log.retention.hours is checked by nobody here)."""
+    short = []
+    for topic in topics:
+        retention = (topic.get("config") or {}).get("retention.ms")
+        if topic.get("name") in names and retention is not None and 0 <= int(retention) < hours * 3_600_000:
+            short.append(str(topic["name"]))
+    return short
+
+
 def kafka_device_quotas(devices: list[str], default: int, overrides: dict[str, int]) -> dict[str, int]:
     """Each device's producer quota in bytes per second per broker: its override, else the default;
     a device whose quota is 0 has none."""
@@ -339,6 +350,7 @@ class FilterModule:
             "kafka_restart_order": kafka_restart_order,
             "kafka_default_acls": kafka_default_acls,
             "kafka_mirror_site_acls": kafka_mirror_site_acls,
+            "kafka_short_retention": kafka_short_retention,
             "kafka_device_quotas": kafka_device_quotas,
             "kafka_voter_plan": kafka_voter_plan,
             "kafka_plan": kafka_plan,

@@ -29,6 +29,7 @@ WORKER = os.environ.get("MIRROR_WORKER", "")
 CUT_SECONDS = float(os.environ.get("MIRROR_CUT_SECONDS", "600"))
 TOPIC = "sensor-aggregates"
 COPY = f"greenhouse.{TOPIC}"
+ALERTS = "sensor-alerts"
 OUT = "/srv/pikit/kafka-connect/sensor-aggregates.jsonl"
 # The bound: every record of the site on the core within 2 minutes of the uplink's return.
 HEALED_WITHIN = 120.0
@@ -119,26 +120,36 @@ def test_an_uplink_cut_for_ten_minutes_heals_and_the_core_is_whole_within_two() 
         f"ip daddr {core_address} drop; }} }}"
     )
     stop = threading.Event()
-    writer = threading.Thread(target=transactions, args=(site(), TOPIC, "cut", 1_000_000, stop))
+    writers = [
+        threading.Thread(target=transactions, args=(site(), topic, f"cut-{topic}", 1_000_000, stop))
+        for topic in (TOPIC, ALERTS)
+    ]
     node.run_expect([0], f"nft '{cut}'")
     try:
-        writer.start()
+        for writer in writers:
+            writer.start()
         time.sleep(CUT_SECONDS)
         during = mirror_running(1)
         lag_during = lag_metrics()
     finally:
         stop.set()
-        writer.join()
+        for writer in writers:
+            writer.join()
         node.run_expect([0], "nft delete table inet pikit-uplink-cut")
     restored = time.monotonic()
-    want, got, _ = settled(site(), core(), TOPIC, COPY, timeout=HEALED_WITHIN + 60)
+    copies = {
+        topic: settled(site(), core(), topic, f"greenhouse.{topic}", timeout=HEALED_WITHIN + 60)
+        for topic in (TOPIC, ALERTS)
+    }
     healed = time.monotonic() - restored
     print(
         f"\n[mirror] uplink cut {CUT_SECONDS:.0f} s; the connectors then: "
-        f"{ {name: state.get('connector') for name, state in during.items()} }; "
-        f"the core whole {healed:.0f} s after the uplink's return ({sum(map(len, want.values()))} records)"
+        f"{ {name: state.get('connector') for name, state in during.items()} }; the core whole "
+        f"{healed:.0f} s after the uplink's return "
+        f"({ {topic: sum(map(len, want.values())) for topic, (want, _, _) in copies.items()} } records)"
     )
-    assert got == want, difference(want, got)
+    for topic, (want, got, _) in copies.items():
+        assert got == want, f"{topic}: {difference(want, got)}"
     assert healed <= HEALED_WITHIN, f"the core was whole {healed:.0f} s after the uplink's return"
     # The probe measures every 30 s: behind by about the cut at its end, nothing once healed.
     print(f"[mirror] the probe at the cut's end: {lag_during}")
