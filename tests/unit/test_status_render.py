@@ -94,3 +94,24 @@ def test_each_node_shows_its_os_release_and_an_unknown_one_is_no_problem() -> No
     assert "ok  pi-1" in screen and "10.0.0.11  Debian GNU/Linux 13 (trixie)" in screen
     assert "10.0.0.12  Debian GNU/Linux 12 (bookworm)" in screen
     assert "HEALTHY" in screen and status.as_dict()["nodes"][2]["healthy"] is True
+
+
+def test_a_mirror_shows_its_lag_per_topic_on_its_core() -> None:
+    status = _status(False)
+    status.connectors = [
+        Part(
+            "greenhouse.mirror",
+            {
+                "state": "RUNNING",
+                "tasks": ["RUNNING"],
+                "core": "core",
+                "lag": {
+                    "sensor-aggregates": {"records": 0, "seconds": 0.0, "lost": 0},
+                    "sensor-alerts": {"records": 42, "seconds": 612.4, "lost": 0},
+                },
+            },
+        )
+    ]
+    line = next(line for line in text(status, color=False).splitlines() if "greenhouse.mirror" in line)
+    assert "sensor-aggregates on core: 0 behind, caught up" in line
+    assert "sensor-alerts on core: 42 behind, oldest 612 s" in line
