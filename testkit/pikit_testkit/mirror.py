@@ -50,6 +50,36 @@ def settled(
         time.sleep(1)
 
 
+def expected_copy(reference: Records, got: Records, later: Records) -> tuple[Records, bool]:
+    """What the core's copy `got` must equal when the site goes on writing, and whether it holds
+    at least the site's `reference` (read before it). The copy must be the site's records read
+    after it (`later`), from each partition's start, as many as the copy holds and at least the
+    reference's: a repeat, a loss or a record the site never committed makes them differ."""
+    reached = all(len(got.get(p, [])) >= len(want) for p, want in reference.items())
+    expected = {}
+    for partition, on_site in later.items():
+        length = max(len(got.get(partition, [])), len(reference.get(partition, [])))
+        if on_site[:length]:
+            expected[partition] = on_site[:length]
+    return expected, reached
+
+
+def caught_up(
+    site: dict[str, Any], core: dict[str, Any], topic: str, copy: str, timeout: float = 90
+) -> tuple[Records, Records, float]:
+    """settled() for a topic the site still writes (an agent producing): the site's records up to
+    where the core's copy reached, the copy, and the seconds until it held everything the site had
+    when this began (or the timeout passed)."""
+    started = time.monotonic()
+    reference = records(topic, site)
+    while True:
+        got = records(copy, core)
+        expected, reached = expected_copy(reference, got, records(topic, site))
+        if reached or time.monotonic() - started > timeout:
+            return expected, got, time.monotonic() - started
+        time.sleep(1)
+
+
 def transactions(
     client: dict[str, Any], topic: str, tag: str, count: int, stop: threading.Event | None = None
 ) -> int:
