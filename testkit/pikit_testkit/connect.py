@@ -23,7 +23,7 @@ class LocalWorker:
     """One distributed worker of group GROUP, mTLS to `broker` with the PEM bundle
     `<tls_dir>/kafka-connect.pem` and the CA `<tls_dir>/ca.crt`, its REST API at `url`."""
 
-    def __init__(self, work: Path, broker: LocalBroker, tls_dir: Path) -> None:
+    def __init__(self, work: Path, broker: LocalBroker, tls_dir: Path, jvm: list[str] | None = None) -> None:
         self.work = work
         self.broker = broker
         self.home = broker.home
@@ -44,17 +44,12 @@ class LocalWorker:
             )
         )
         self.proc: subprocess.Popen[bytes] | None = None
+        # A test's worker lives a minute: C1 alone; a benchmark passes the role's own options.
+        self.jvm = jvm if jvm is not None else ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 
     def start(self, timeout: float = 120) -> None:
         """Start the worker and wait until it serves (the role's own health check)."""
-        java = [
-            "java",
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-cp",
-            f"{self.home}/libs/*",
-        ]
+        java = ["java", *self.jvm, "-cp", f"{self.home}/libs/*"]
         with (self.work / "connect.log").open("ab") as log:
             self.proc = subprocess.Popen(
                 [*java, "org.apache.kafka.connect.cli.ConnectDistributed", str(self.props)],

@@ -103,23 +103,34 @@ def assert_every_ack_once_in_order(
 
 
 def playbook(
-    path: Path, extra_vars: dict[str, Any], also: Path | None = None
+    path: Path,
+    extra_vars: dict[str, Any],
+    also: Path | None = None,
+    inventory: Path | None = None,
+    state_dir: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a playbook on the molecule scenario's inventory, as a user would; `also` is an inventory
-    file read after it (a host added to a group, as a user edits an inventory)."""
+    file read after it (a host added to a group, as a user edits an inventory). A scenario of two
+    clusters names each one's own `inventory` and controller `state_dir` (PIKIT_STATE_DIR)."""
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
+        **({"PIKIT_STATE_DIR": str(state_dir)} if state_dir else {}),
     }
-    inventory = (
-        os.environ.get("MOLECULE_INVENTORY_FILE") or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+    hosts = (
+        str(inventory)
+        if inventory
+        else (
+            os.environ.get("MOLECULE_INVENTORY_FILE")
+            or f"{os.environ['MOLECULE_EPHEMERAL_DIRECTORY']}/inventory"
+        )
     )
     argv = [
         str(REPO / ".venv/bin/ansible-playbook"),
         "-i",
-        inventory,
+        hosts,
         *(["-i", str(also)] if also else []),
         str(path),
     ]

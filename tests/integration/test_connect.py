@@ -159,6 +159,24 @@ def test_a_changed_config_is_set_and_an_unlisted_connector_removed(worker: Local
     assert worker.configs() == {}
 
 
+def test_a_restart_asked_for_starts_the_tasks_anew_and_only_then(worker: LocalWorker) -> None:
+    """The role asks for the mirror's restart when the worker's certificate for the core was renewed.
+    The sink opens its file when its task starts: a file deleted under a running task comes back
+    only when the task starts again."""
+    out = output(worker, "restarted")
+    declared = [file_sink("to-restart", AGGREGATES, out)]
+    worker.reconcile(declared, remove_unlisted=False)
+    assert lines(out, RECORDS), "the sink wrote the topic"
+    out.unlink()
+    idle = worker.reconcile(declared, remove_unlisted=False)
+    assert not idle["changed"] and idle["restarted"] == [] and not out.exists()
+    result = worker.reconcile(declared, remove_unlisted=False, restart=["to-restart", "not-there"])
+    assert result["changed"] and result["restarted"] == ["to-restart"], result
+    assert result["states"]["to-restart"]["tasks"] == ["RUNNING"]
+    assert out.exists(), "the task started anew and opened its file again"
+    assert worker.reconcile([])["deleted"] == ["to-restart"]
+
+
 def test_a_sink_on_a_topic_outside_the_workers_acls_fails_and_the_play_says_why(worker: LocalWorker) -> None:
     # The module's default settle is 30 s; a loaded CI machine delayed a task's first poll past 10.
     result = worker.reconcile([file_sink("secret-file", SECRET, output(worker, "secret"))], settle_seconds=60)

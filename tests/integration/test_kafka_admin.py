@@ -153,6 +153,38 @@ def test_acls_are_added_and_extras_removed_only_on_request(broker: str) -> None:
     assert final == {"changed": False, "changes": [], "drift": []}
 
 
+def test_a_site_taken_off_a_core_loses_its_acls_without_remove_extra(broker: str) -> None:
+    """On a core, the ACLs of every principal with the sites' prefix are the kit's whole: a site taken
+    out of kafka_mirror_sites loses its rights on the next run, others' unlisted ACLs stay drift."""
+
+    def site_acl(site: str) -> dict[str, Any]:
+        return {
+            "principal": f"User:site.{site}",
+            "resource_type": "topic",
+            "resource_name": f"{site}.",
+            "pattern_type": "prefixed",
+            "operations": ["write"],
+        }
+
+    owned = {"owned_principal_prefixes": ["User:site."]}
+    both = [EDGE_ACL, site_acl("greenhouse"), site_acl("school")]
+    assert kafka_admin.run(params(broker, acls=both, **owned), check=False)["changed"]
+    settled(params(broker, acls=both, **owned))
+    outsider = {**SPARK_GROUP_ACL, "principal": "User:sitex"}  # the prefix is "site.", not "site"
+    kafka_admin.run(params(broker, acls=[*both, outsider], **owned), check=False)
+    settled(params(broker, acls=[*both, outsider], **owned))
+
+    one = [EDGE_ACL, site_acl("greenhouse")]
+    result = kafka_admin.run(params(broker, acls=one, **owned), check=False)
+    assert result["changes"] == [
+        "remove ACL ('User:site.school', 'TOPIC', 'school.', 'PREFIXED', 'WRITE', 'ALLOW', '*')"
+    ], result
+    assert any("User:sitex" in d for d in result["drift"]), "a principal outside the prefix is kept"
+    final = settled(params(broker, acls=one, **owned))
+    assert final["changed"] is False and not any("site." in d for d in final["drift"]), final
+    kafka_admin.run(params(broker, acls=[EDGE_ACL], remove_extra_acls=True), check=False)
+
+
 def test_health_reports_a_healthy_single_node(broker: str) -> None:
     result = kafka_admin.run(params(broker, action="health", wait_timeout=30), check=False)
     assert result["health"]["healthy"], result

@@ -11,62 +11,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
-from pikit_testkit.broker import LocalBroker
-from pikit_testkit.certs import certificate, new_key, pem
-from pikit_testkit.connect import GROUP, LocalWorker, OneWorkerSite
+from pikit_testkit.connect import OneWorkerSite
 from pikit_testkit.mirror import difference, settled, transactions
+from pikit_testkit.mirror_pair import Clusters, mirror_pair
 
-from pikit import REPO, status
+from pikit import status
 from pikit.connect import kafka_connectors
 from pikit.connect import mirror_lag as lag_probe
-from pikit.kafka_admin import kafka_admin
-from pikit.modules import from_file
 
 SITE = "greenhouse"
 TOPICS = ["sensor-aggregates", "sensor-alerts"]
-kafka_filters = from_file("kafka_filters", REPO / "roles/kafka/filter_plugins/kafka_filters.py")
-connect_filters = from_file("connect_filters", REPO / "roles/connect/filter_plugins/connect_filters.py")
-
-
-@dataclass
-class Clusters:
-    site: LocalBroker
-    core: LocalBroker
-    site_admin: dict[str, Any]
-    core_admin: dict[str, Any]
-    core_as_site: dict[str, Any]  # the site's identity on the core
-    worker: LocalWorker
-    connectors: list[dict[str, Any]]
-    worker_tls: Path  # the worker's identity on the site, and the site's CA
-
-
-def _ca(work: Path, name: str) -> tuple[Any, Path]:
-    key = new_key()
-    path = work / f"{name}-ca.crt"
-    path.write_bytes(pem(None, certificate(f"{name} CA", key, f"{name} CA", key, ca=True)))
-    return key, path
-
-
-def _identity(path: Path, cn: str, ca: tuple[Any, Path], ca_name: str) -> Path:
-    key = new_key()
-    path.write_bytes(pem(key, certificate(cn, key, f"{ca_name} CA", ca[0], ip="127.0.0.1")))
-    return path
-
-
-def _client(broker: LocalBroker, bundle: Path, ca: Path) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": [broker.address],
-        "security_protocol": "SSL",
-        "ssl_cafile": str(ca),
-        "ssl_certfile": str(bundle),
-    }
 
 
 def _settled(site: dict[str, Any], core: dict[str, Any], topic: str, timeout: float = 90) -> tuple[Any, Any]:
@@ -76,52 +36,8 @@ def _settled(site: dict[str, Any], core: dict[str, Any], topic: str, timeout: fl
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
-    work = tmp_path_factory.mktemp("mirror")
-    site_ca, core_ca = _ca(work, "site"), _ca(work, "core")
-    site_admin_pem = _identity(work / "site-admin.pem", "bench", site_ca, "site")
-    core_admin_pem = _identity(work / "core-admin.pem", "bench", core_ca, "core")
-    tls_dir = work / "tls"
-    tls_dir.mkdir()
-    (tls_dir / "ca.crt").write_bytes(site_ca[1].read_bytes())
-    _identity(tls_dir / "kafka-connect.pem", "connect", site_ca, "site")
-    core_pem = _identity(tls_dir / "core.pem", f"site.{SITE}", core_ca, "core")
-
-    site = LocalBroker(work / "site", tls=(site_admin_pem, site_ca[1]), short_lived=True, cn_principals=True)
-    core = LocalBroker(work / "core", tls=(core_admin_pem, core_ca[1]), short_lived=True, cn_principals=True)
-    site.start()
-    core.start()
-    site_admin = _client(site, site_admin_pem, site_ca[1])
-    core_admin = _client(core, core_admin_pem, core_ca[1])
-    connect = {"principal": "connect", "group_id": GROUP}
-    site_acls = kafka_filters.kafka_default_acls([], "spark", "sensor-readings", TOPICS, [], connect)
-    topics = [{"name": name, "partitions": 2, "replication_factor": 1} for name in TOPICS]
-    for admin, acls, declared in (
-        (site_admin, site_acls, topics),
-        (core_admin, kafka_filters.kafka_mirror_site_acls([SITE], GROUP), []),
-    ):
-        kafka_admin.run(kafka_admin.params_with_defaults(**admin, topics=declared, acls=acls), False)
-
-    (work / "worker").mkdir()
-    worker = LocalWorker(work / "worker", site, tls_dir)
-    connectors = connect_filters.connect_mirror_connectors(
-        {
-            "alias": SITE,
-            "bootstrap": [site.address],
-            "keystore": tls_dir / "kafka-connect.pem",
-            "truststore": tls_dir / "ca.crt",
-        },
-        {"alias": "core", "bootstrap": [core.address], "keystore": core_pem, "truststore": core_ca[1]},
-        TOPICS,
-        replication_factor=1,
-    )
-    try:
-        worker.start()
-        core_as_site = _client(core, core_pem, core_ca[1])
-        yield Clusters(site, core, site_admin, core_admin, core_as_site, worker, connectors, tls_dir)
-    finally:
-        worker.stop()
-        site.stop()
-        core.stop()
+    with mirror_pair(tmp_path_factory.mktemp("mirror"), SITE, dict.fromkeys(TOPICS, 2)) as pair:
+        yield pair
 
 
 def test_the_core_holds_every_committed_record_of_the_site_once_in_order(clusters: Clusters) -> None:

@@ -64,6 +64,20 @@ def test_the_plan_creates_the_missing_sets_the_changed_and_deletes_the_unlisted_
     assert not m.plan(desired, dict(desired), remove_unlisted=True).changes
 
 
+def test_a_restart_asked_for_is_planned_only_for_a_running_connector_the_run_leaves_as_it_is() -> None:
+    """A renewed certificate reaches a connector's clients only when it starts again: the role asks
+    for the mirror's restart; a connector this run creates or sets starts anew anyway, and one that
+    is not there (or not listed) has nothing to restart."""
+    m = load()
+    desired = m.desired_configs([{"name": n, "config": SINK} for n in ("kept", "changed", "new")])
+    current = {"kept": desired["kept"], "changed": {**desired["changed"], "file": "/tmp/old"}, "gone": {}}
+    todo = m.plan(desired, current, remove_unlisted=False, restart=["kept", "changed", "new", "gone"])
+    assert (todo.restart, todo.update, todo.create) == (["kept"], ["changed"], ["new"])
+    only = {"kept": desired["kept"]}
+    assert m.plan(only, only, False, ["kept"]).changes
+    assert not m.plan(only, only, False, []).changes
+
+
 def test_connects_validation_messages_name_the_connector_and_the_key() -> None:
     validation = {
         "error_count": 1,

@@ -32,6 +32,9 @@ SITE_SIDE = """
     - name: What the mirror waits for
       ansible.builtin.debug:
         msg: "PENDING={{ _connect_mirror_pending | to_json }}"
+    - name: Whether the mirror's connectors are to start anew
+      ansible.builtin.debug:
+        msg: "RENEWED={{ _connect_mirror_renewed | default(false) | bool }}"
 """
 
 CORE_SIDE = """
@@ -77,6 +80,11 @@ def _core(tmp_path: Path, requests: Path) -> tuple[int, str]:
 def _pending(out: str) -> list[str]:
     line = next(line for line in out.splitlines() if "PENDING=" in line)
     return list(json.loads(line.split("PENDING=", 1)[1].rstrip('"').replace('\\"', '"')))
+
+
+def _renewed(out: str) -> bool:
+    line = next(line for line in out.splitlines() if "RENEWED=" in line)
+    return line.split("RENEWED=", 1)[1].startswith("True")
 
 
 def _changed(out: str) -> int:
@@ -131,5 +139,19 @@ def test_the_site_asks_the_core_signs_its_principal_only_and_the_worker_takes_it
     key, cert = (worker / "core.key").read_bytes(), (requests / "localhost.crt").read_bytes()
     assert bundle.read_bytes() == key + cert
     assert (worker / "core-ca.crt").read_bytes() == (requests / "core-ca.crt").read_bytes()
+    assert _renewed(out), "the identity for the core is new: the reconcile restarts the mirror"
     code, out = _site(tmp_path)
     assert code == 0 and _changed(out) == 0 and _pending(out) == [], "a second run changes nothing"
+    assert not _renewed(out)
+
+    # Day 2: the core signs the same key anew (renewal); the worker's next run takes it and has the
+    # mirror restarted, for its clients read the bundle only when they start.
+    (requests / "localhost.crt").unlink()
+    code, out = _core(tmp_path, requests)
+    assert code == 0, out[-3000:]
+    assert (requests / "localhost.crt").read_bytes() != cert
+    code, out = _site(tmp_path)
+    assert code == 0 and _renewed(out), out[-3000:]
+    assert bundle.read_bytes() == key + (requests / "localhost.crt").read_bytes()
+    code, out = _site(tmp_path)
+    assert code == 0 and _changed(out) == 0 and not _renewed(out)

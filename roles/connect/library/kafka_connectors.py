@@ -27,6 +27,10 @@ description:
     up to I(wait_timeout) seconds until every listed connector and its tasks run, those it created
     or changed for I(settle_seconds) in a row: a task starts RUNNING and fails at its first poll
     (a topic its principal may not read), so one look would pass it.
+  - I(restart) names connectors to restart with their tasks when they already run and this run
+    neither creates nor sets them: their clients read the key and certificates they were given only
+    when they start, so a renewed certificate on the node reaches them only so. They settle as the
+    changed ones do.
   - C(action=health) waits up to I(wait_timeout) seconds until the worker at the first of I(urls)
     answers and lists the connectors: it joined its group and read the config topic.
 options:
@@ -47,6 +51,11 @@ options:
     type: int
     default: 30
     description: Seconds a created or changed connector and its tasks must run in a row.
+  restart:
+    type: list
+    elements: str
+    default: []
+    description: Connectors to restart with their tasks, when they run and this run leaves their config.
 author: pikit
 """
 
@@ -54,6 +63,7 @@ RETURN = r"""
 created: {description: Connectors created, type: list, returned: always}
 updated: {description: Connectors whose config was set, type: list, returned: always}
 deleted: {description: Connectors deleted, type: list, returned: always}
+restarted: {description: Connectors restarted with their tasks, type: list, returned: always}
 states:
   description: "{name: {connector: state, tasks: [state], traces}} after the run"
   type: dict
@@ -67,6 +77,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "remove_unlisted": {"type": "bool", "default": True},
     "wait_timeout": {"type": "int", "default": 120},
     "settle_seconds": {"type": "int", "default": 30},
+    "restart": {"type": "list", "elements": "str", "default": []},
 }
 
 # Connect answers 409 while its group rebalances (a worker started or left) and 503 while a worker
@@ -85,10 +96,11 @@ class Plan:
     create: list[str] = field(default_factory=list)
     update: list[str] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
+    restart: list[str] = field(default_factory=list)
 
     @property
     def changes(self) -> bool:
-        return bool(self.create or self.update or self.delete)
+        return bool(self.create or self.update or self.delete or self.restart)
 
 
 def as_strings(config: dict[str, Any]) -> dict[str, str]:
@@ -116,13 +128,21 @@ def desired_configs(connectors: list[dict[str, Any]]) -> dict[str, dict[str, str
 
 
 def plan(
-    desired: dict[str, dict[str, str]], current: dict[str, dict[str, str]], remove_unlisted: bool
+    desired: dict[str, dict[str, str]],
+    current: dict[str, dict[str, str]],
+    remove_unlisted: bool,
+    restart: list[str] | None = None,
 ) -> Plan:
-    """What to create, set and delete so that the workers run exactly the desired connectors."""
+    """What to create, set, delete and restart so that the workers run exactly the desired
+    connectors, those in `restart` started anew: a connector created or set starts anew anyway."""
+    update = sorted(name for name in desired if name in current and current[name] != desired[name])
     return Plan(
         create=sorted(set(desired) - set(current)),
-        update=sorted(name for name in desired if name in current and current[name] != desired[name]),
+        update=update,
         delete=sorted(set(current) - set(desired)) if remove_unlisted else [],
+        restart=sorted(
+            name for name in set(restart or []) if name in current and name in desired and name not in update
+        ),
     )
 
 
@@ -232,7 +252,7 @@ def reconcile(params: dict[str, Any], check: bool) -> dict[str, Any]:
     deadline = time.monotonic() + params["wait_timeout"]
     workers = Workers(params["urls"], deadline)
     desired = desired_configs(params["connectors"])
-    todo = plan(desired, workers.configs(), params["remove_unlisted"])
+    todo = plan(desired, workers.configs(), params["remove_unlisted"], params["restart"])
     refused: list[str] = []
     for name in todo.create + todo.update:
         try:
@@ -246,6 +266,7 @@ def reconcile(params: dict[str, Any], check: bool) -> dict[str, Any]:
         "created": todo.create,
         "updated": todo.update,
         "deleted": todo.delete,
+        "restarted": todo.restart,
     }
     if check:
         result["states"] = {}
@@ -254,7 +275,9 @@ def reconcile(params: dict[str, Any], check: bool) -> dict[str, Any]:
         workers.call("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/config", desired[name])
     for name in todo.delete:
         workers.call("DELETE", f"/connectors/{urllib.parse.quote(name, safe='')}")
-    changed = set(todo.create + todo.update)
+    for name in todo.restart:
+        workers.call("POST", f"/connectors/{urllib.parse.quote(name, safe='')}/restart?includeTasks=true")
+    changed = set(todo.create + todo.update + todo.restart)
     running_since: float | None = None
     while True:
         seen = workers.states()

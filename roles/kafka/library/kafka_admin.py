@@ -33,7 +33,9 @@ description:
     unconfirmed one fails the run, naming it, before any topic changes.
     It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed; the ACLs of
     I(owned_principals) are exactly those listed, whatever I(remove_extra_acls) says (a device's
-    allow is taken back and its deny removed when the kit revokes or restores it).
+    allow is taken back and its deny removed when the kit revokes or restores it), and so are those
+    of every principal that starts with one of I(owned_principal_prefixes) (a core's mirroring sites:
+    a site taken out of the inventory loses its ACLs).
     It sets each listed user's client quota, I(quotas) (bytes per second that the user may produce to
     each broker), and removes the quota of an I(owned_principals) user it does not list; the quotas of
     other users are reported as drift.
@@ -79,6 +81,11 @@ options:
     elements: str
     default: []
     description: Principals whose ACLs and quotas the kit owns whole (its devices); the unlisted go.
+  owned_principal_prefixes:
+    type: list
+    elements: str
+    default: []
+    description: Principals starting with one of these have their ACLs owned whole too (a core's sites).
   quotas:
     type: dict
     default: {}
@@ -215,7 +222,12 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
         confirmed = frozenset(params["delete_topics_confirmed"])
         changes, drift = reconcile_topics(admin, params["topics"], check, confirmed)
         acl_changes, acl_drift = reconcile_acls(
-            admin, params["acls"], params["remove_extra_acls"], check, frozenset(params["owned_principals"])
+            admin,
+            params["acls"],
+            params["remove_extra_acls"],
+            check,
+            frozenset(params["owned_principals"]),
+            tuple(params["owned_principal_prefixes"]),
         )
         scram_changes, scram_drift = reconcile_scram(admin, params, check)
         quota_changes, quota_drift = reconcile_quotas(
@@ -259,6 +271,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "acls": {"type": "list", "elements": "dict", "default": []},
     "remove_extra_acls": {"type": "bool", "default": False},
     "owned_principals": {"type": "list", "elements": "str", "default": []},
+    "owned_principal_prefixes": {"type": "list", "elements": "str", "default": []},
     "quotas": {"type": "dict", "default": {}},
     "expect_brokers": {"type": "int", "default": 0},
     "max_quorum_lag": {"type": "int", "default": 100},

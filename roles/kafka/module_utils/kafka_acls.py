@@ -106,6 +106,7 @@ def reconcile_acls(
     remove_extra: bool,
     check: bool,
     owned: frozenset[str] = frozenset(),
+    owned_prefixes: tuple[str, ...] = (),
 ) -> tuple[list[str], list[str]]:
     changes: list[str] = []
     drift: list[str] = []
@@ -120,7 +121,7 @@ def reconcile_acls(
             if result["failed"]:
                 raise RuntimeError(f"creating ACLs failed: {result['failed']}")
     for key in extra:
-        if not (remove_extra or key[0] in owned):
+        if not (remove_extra or key[0] in owned or key[0].startswith(owned_prefixes)):
             drift.append(f"ACL not in the inventory (kept; set kafka_acls_remove_extra): {key}")
             continue
         changes.append(f"remove ACL {key}")

@@ -23,10 +23,13 @@ from cryptography import x509
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 from pikit_testkit.mirror import caught_up, difference, records, settled, transactions
+from pikit_testkit.molecule_lab import playbook
 
+from pikit import REPO
 from pikit.connect import kafka_connectors
 from pikit.topic import mtls_client, read_to_end
 
+SCENARIO = Path(__file__).resolve().parents[1]
 SITE_STATE = Path(os.environ.get("MIRROR_SITE_STATE", "/nonexistent"))
 CORE_STATE = Path(os.environ.get("MIRROR_CORE_STATE", "/nonexistent"))
 WORKER = os.environ.get("MIRROR_WORKER", "")
@@ -37,6 +40,7 @@ ALERTS = "sensor-alerts"
 # The edge agent's topic: mirrored too (connect_mirror's raw_readings), while the agent produces.
 READINGS = "sensor-readings"
 OUT = "/srv/pikit/kafka-connect/sensor-aggregates.jsonl"
+LAG_METRICS = "/var/lib/prometheus/node-exporter/pikit_mirror.prom"
 # The issue's bound: every record of the site on the core within 2 minutes of the uplink's return.
 HEALED_WITHIN = 120.0
 
@@ -78,7 +82,7 @@ def mirror_running(timeout: float) -> dict[str, Any]:
 
 def lag_metrics() -> dict[str, float]:
     """The worker's probe's last measure for the aggregates: {metric: value}."""
-    text = worker().file("/var/lib/prometheus/node-exporter/pikit_mirror.prom").content_string
+    text = worker().file(LAG_METRICS).content_string
     out = {}
     for line in text.splitlines():
         if line.startswith("pikit_mirror_") and (f'topic="{TOPIC}"' in line or "topic=" not in line):
@@ -225,3 +229,47 @@ def test_the_file_sink_beside_the_mirror_holds_every_committed_aggregate_and_no_
     assert distinct == in_topic, f"missing {len(in_topic - distinct)}, foreign {len(distinct - in_topic)}"
     aborted = [line for line in written if int(line.rsplit("-", 2)[1]) % 3 == 2]
     assert not aborted, f"records of aborted transactions in the file: {aborted[:5]}"
+
+
+def _run(side: str, name: str, extra: dict[str, Any]) -> str:
+    """A playbook of the kit on the site's or the core's own inventory and controller state; its
+    output, once it passed."""
+    state = SITE_STATE if side == "site" else CORE_STATE
+    run = playbook(REPO / "playbooks" / name, extra, inventory=SCENARIO / side / "hosts.yml", state_dir=state)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return run.stdout
+
+
+def _changed(output: str) -> int:
+    recaps = [line for line in output.splitlines() if " changed=" in line]
+    return sum(int(line.split("changed=")[1].split()[0]) for line in recaps)
+
+
+# Last: it takes the mirror away. Two playbook runs on the site, one on the core.
+@pytest.mark.timeout(1500)
+def test_a_site_that_stops_mirroring_leaves_nothing_behind_and_the_core_takes_it_off() -> None:
+    """Day 2, a site removed (roles/connect/README.md): the site empties connect_mirror and runs
+    connect.yml; the core takes it off kafka_mirror_sites and runs kafka.yml. The site's mirror, its
+    probe, its last figures and its identity for the core go; the core refuses that identity even on
+    the site's own prefix, with kafka_acls_remove_extra left false."""
+    identity = worker().file("/etc/kafka-connect/tls/core.pem").content
+    _run("site", "connect.yml", {"connect_mirror": {}})
+    names = set(connectors().states())
+    assert names == {"aggregates-file"}, f"the mirror's connectors went, the file sink stayed: {names}"
+    node = worker()
+    for path in (LAG_METRICS, "/etc/kafka-connect/tls/core.pem", "/etc/kafka-connect/tls/core.key"):
+        assert not node.file(path).exists, path
+    assert not node.file("/etc/systemd/system/pikit-mirror-lag.timer").exists
+    assert _changed(_run("site", "connect.yml", {"connect_mirror": {}})) == 0, "a second run changes nothing"
+
+    _run("core", "kafka.yml", {"kafka_mirror_sites": []})
+    with tempfile.TemporaryDirectory() as work:
+        bundle = Path(work) / "site.pem"
+        bundle.write_bytes(identity)
+        bundle.chmod(0o600)
+        producer = KafkaProducer(**{**core(), "ssl_certfile": str(bundle)}, max_block_ms=15_000, retries=0)
+        try:
+            with pytest.raises(KafkaError):
+                producer.send(COPY, b"x").get(timeout=15)
+        finally:
+            producer.close(timeout=5)
