@@ -91,6 +91,11 @@ def lag_metrics() -> dict[str, float]:
     return out
 
 
+def probe_journal() -> str:
+    """The probe's last runs, for a failure's message."""
+    return str(worker().run("journalctl -u pikit-mirror-lag -n 40 --no-pager").stdout)
+
+
 def lag_settles(timeout: float) -> dict[str, float]:
     """The probe's measure once it says nothing is behind, or when the timeout passed."""
     deadline = time.monotonic() + timeout
@@ -120,6 +125,20 @@ def test_the_core_holds_every_committed_aggregate_of_the_site_once_in_order() ->
     assert got == want, difference(want, got)
     count = sum(map(len, got.values()))
     print(f"\n[mirror] {count} records on the core, equal to the site's in {seconds:.0f} s")
+
+
+def test_the_probe_measures_the_lag_every_interval_and_finds_none() -> None:
+    """The figures MirrorBehind reads are fresh: the timer ran the probe within its last intervals
+    (connect_mirror_lag_interval_sec, 30 s), and it found the copy whole."""
+    deadline = time.monotonic() + 120
+    while True:
+        seen = lag_metrics()
+        age = time.time() - seen.get("pikit_mirror_lag_timestamp_seconds", 0)
+        if (age < 75 and seen.get("pikit_mirror_lag_records") == 0) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert age < 75, f"the probe last measured {age:.0f} s ago: {seen}\n{probe_journal()}"
+    assert seen["pikit_mirror_lag_records"] == 0 and seen["pikit_mirror_lost_records"] == 0, seen
 
 
 # The cut, the copy's catch-up and the probe's settling: past the verifier's 600 s default.
@@ -170,7 +189,7 @@ def test_an_uplink_cut_for_ten_minutes_heals_and_the_core_is_whole_within_two() 
     assert healed <= HEALED_WITHIN, f"the core was whole {healed:.0f} s after the uplink's return"
     # The probe measures every 30 s: behind by about the cut at its end, nothing once healed.
     print(f"[mirror] the probe at the cut's end: {lag_during}")
-    assert lag_during["pikit_mirror_lag_seconds"] >= CUT_SECONDS - 90, lag_during
+    assert lag_during["pikit_mirror_lag_seconds"] >= CUT_SECONDS - 90, f"{lag_during}\n{probe_journal()}"
     assert lag_during["pikit_mirror_lag_records"] > 0, lag_during
     after = lag_settles(HEALED_WITHIN)
     assert after["pikit_mirror_lag_records"] == 0 and after["pikit_mirror_lag_seconds"] == 0, after
