@@ -74,7 +74,10 @@ class Footprint:
 
     def run(self) -> None:
         while not self.stop.wait(0.5):
-            self.samples.append((self.phase, self.status_kib("VmRSS")))
+            try:
+                self.samples.append((self.phase, self.status_kib("VmRSS")))
+            except FileNotFoundError:  # the worker stopped
+                return
 
     def heap_used_mb(self) -> float:
         """The heap in use after a full collection (`jcmd GC.run`, then `jstat -gc`)."""
@@ -83,7 +86,7 @@ class Footprint:
             ["jstat", "-gc", str(self.pid)], check=True, capture_output=True, text=True
         ).stdout
         header, values = (line.split() for line in out.strip().splitlines()[-2:])
-        gc = dict(zip(header, map(float, values), strict=True))
+        gc = {k: float(v) for k, v in zip(header, values, strict=True) if v != "-"}
         return sum(gc[k] for k in ("S0U", "S1U", "EU", "OU")) / 1024
 
 
