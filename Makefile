@@ -5,7 +5,7 @@ ARCH ?=
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-txclients bench-pipeline bench-catchup bench-emulated
+.PHONY: help bootstrap artifacts lab lab-down lab-status demo test test-ops lint unit integration molecule e2e bench bench-txclients bench-mirror bench-pipeline bench-catchup bench-emulated
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ bench: bootstrap artifacts ## benchmarks (never part of make test); results go i
 
 bench-txclients: bootstrap artifacts ## the driver's transactional client, kafka-python (bounded) beside confluent-kafka, against a broker frozen or killed at a commit
 	@$(PY) -m bench.txclient_trial --rounds 3
+
+bench-mirror: bootstrap artifacts ## a site's mirror to a core: the Connect worker's footprint on its 256 MB heap, its copy rate beside what the site accepts
+	@$(PY) -m bench.mirror --rounds 3
 
 bench-pipeline: bootstrap ## the pipeline on the demo's lab (run make demo first): sustained rate, latency
 	@$(PY) -m bench.pipeline

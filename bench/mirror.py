@@ -23,7 +23,7 @@ resume) and reported as a share of a run. Nothing is pinned: the three JVMs and 
 this machine's cores, as a Pi's share its four. At the end the core's copies are read back,
 read_committed, and compared with the site's record by record.
 
-    .venv/bin/python -m bench.mirror [--rounds 3] [--aggregates 300000] [--readings 20000]
+    .venv/bin/python -m bench.mirror [--rounds 3] [--aggregates 200000] [--readings 10000]
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ class Mirror:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--aggregates", type=int, default=300_000, help="records per round")
-    parser.add_argument("--readings", type=int, default=20_000, help="records of 100 readings per round")
+    parser.add_argument("--aggregates", type=int, default=200_000, help="records per round")
+    parser.add_argument("--readings", type=int, default=10_000, help="records of 100 readings per round")
     args = parser.parse_args()
     counts = {"aggregates": args.aggregates, "readings": args.readings}
     topics = {f"bench-{name}": partitions for name, (_, partitions) in PROFILES.items()}
