@@ -15,10 +15,10 @@ from pikit.topic import read_to_end
 Records = dict[int, list[tuple[bytes | None, bytes]]]
 
 
-def records(topic: str, client: dict[str, Any]) -> Records:
+def records(topic: str, client: dict[str, Any], timeout: float = 60.0) -> Records:
     """Each partition's committed records, in order."""
     out: Records = {}
-    for record in sorted(read_to_end(topic, **client), key=lambda r: (r.partition, r.offset)):
+    for record in sorted(read_to_end(topic, timeout, **client), key=lambda r: (r.partition, r.offset)):
         out.setdefault(record.partition, []).append((record.key, record.value))
     return out
 
