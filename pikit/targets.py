@@ -93,7 +93,7 @@ def failure_digest(lines: list[str], limit: int = 40) -> list[str]:
 # `make test-ops` so that `make test` stays within CI's hour on 2 cores.
 OPS_SCENARIOS = {
     ("kafka", "default"): "combined mode: the end-to-end lab converges it, kills its brokers, "
-    "and checks idempotence; here it also rotates the CA under producers (KAFKA_TEST_OPS)",
+    "and checks idempotence; here it also rotates the CA under producers (PIKIT_TEST_OPS)",
     ("spark", "default"): "Spark from the binary tarball; the end-to-end lab runs the wheel "
     "that the demo and site.yml use, and kills its driver",
     ("kafka", "dedicated"): "dedicated controllers, and the broker faults: a broker killed -9 under a "
@@ -205,7 +205,10 @@ def test_phases() -> list[Phase | Beside]:
     and three labs at once on two cores made flakes: the end-to-end lab's sshd slower than 60 s,
     a SCRAM read past 15 s, a killed driver healed in 131 s."""
     python = VENV_BIN / "python"
-    unit = [("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", *UNIT_TESTS))]
+    # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
+    unit = [
+        ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS))
+    ]
     integration = [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "tests/integration")),
@@ -235,8 +238,20 @@ def ops_phases() -> list[tuple[str, Step]]:
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
     # rotated): kafka/dedicated, which shares the verifier, would only repeat them on five nodes.
-    ops_tests = {("kafka", "default"): {"KAFKA_TEST_OPS": "1"}}
-    return [(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s)))) for r, s in OPS_SCENARIOS] + [
+    with_ops = {"PIKIT_TEST_OPS": "1"}
+    ops_tests = {("kafka", "default"): with_ops}
+    python = VENV_BIN / "python"
+    return [
+        (
+            "unit tests of the day-2 procedures (the CA rotation, a mirror's identity exchange)",
+            _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
+        ),
+        *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s)))) for r, s in OPS_SCENARIOS],
+        # make test runs this scenario too, less its release roll-out (canary, rollback).
+        (
+            "molecule edge_agent/default with the agent's roll-out",
+            _molecule("edge_agent", "default", with_ops),
+        ),
         ("end-to-end with the ops scenarios", _e2e("-m", "not migration")),
         (
             "end-to-end on Bookworm, then each broker re-flashed with Trixie",

@@ -17,8 +17,11 @@ from pikit.topic import mtls_client
 from tests.conftest import run_preflight
 
 
-@pytest.fixture()
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Site, LocalBroker, Path]]:
+# One broker and one preflight for the module (each about 50 s on a busy CI machine); the last
+# test stops the broker.
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, LocalBroker, Path]]:
+    tmp_path = tmp_path_factory.mktemp("status")
     ca_key, key, device_key = new_key(), new_key(), new_key()
     pki = tmp_path / "state/pki"
     (pki / "clients").mkdir(parents=True)
@@ -42,10 +45,11 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Site
     edge: {{hosts: {{edge-1: {{ansible_host: 10.0.0.21}}, edge-2: {{ansible_host: 10.0.0.22}}}}}}
 """
     )
-    monkeypatch.setenv("PIKIT_STATE_DIR", str(tmp_path / "state"))
-    # The site model, as every playbook run leaves it for the controller's tools.
-    assert run_preflight(inventory).startswith("OK")
-    yield Site.load(inventory), broker, pki
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("PIKIT_STATE_DIR", str(tmp_path / "state"))
+        # The site model, as every playbook run leaves it for the controller's tools.
+        assert run_preflight(inventory).startswith("OK")
+        yield Site.load(inventory), broker, pki
     if broker.proc is not None:
         broker.stop()
 

@@ -14,6 +14,10 @@ from pikit_testkit.certs import certificate, new_key, pem
 
 from tests.conftest import run_on_controller
 
+# A day-2 procedure of several minutes of ansible-playbook: make test-ops runs it (and scenario g
+# of the e2e suite, the nodes' side).
+pytestmark = pytest.mark.ops
+
 PLAY = """
 - name: One rotation step, then the bundle every node would get
   hosts: localhost

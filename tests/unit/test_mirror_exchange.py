@@ -11,12 +11,17 @@ import getpass
 import json
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pikit_testkit.certs import new_key
 
 from tests.conftest import run_on_controller
+
+# A day-2 procedure of several minutes of ansible-playbook: make test-ops runs it, and connect/mirror
+# exchanges the identity on two labs.
+pytestmark = pytest.mark.ops
 
 SITE_SIDE = """
 - name: The site's worker, for its core

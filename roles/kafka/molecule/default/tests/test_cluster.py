@@ -318,9 +318,9 @@ faults = pytest.mark.skipif(
     os.environ.get("KAFKA_TEST_FAULTS") != "1", reason="broker faults run in the dedicated scenario"
 )
 # Tests of several converges under a producer (the CA rotation, the config-change restart): make
-# test-ops runs them on combined mode, through KAFKA_TEST_OPS; its e2e suite's CA rotation judges
+# test-ops runs them on combined mode (molecule_lab.ops_only); its e2e suite's CA rotation judges
 # the whole pipeline through the same steps.
-ops = pytest.mark.skipif(os.environ.get("KAFKA_TEST_OPS") != "1", reason="a make test-ops scenario")
+ops = molecule_lab.ops_only
 
 
 @faults
