@@ -208,12 +208,18 @@ def consume_all(topic: str, options: dict[str, Any], idle_ms: int = 8000) -> lis
         consumer.close()
 
 
-def recap(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
-    """A run's PLAY RECAP: per host, its counts (ok, changed, failed, ...)."""
+def recap(run: subprocess.CompletedProcess[str] | str) -> dict[str, dict[str, int]]:
+    """A run's PLAY RECAP (from the run, or its output): per host, its counts (ok, changed, ...)."""
+    output = run if isinstance(run, str) else run.stdout
     counts = {}
-    for host, fields in re.findall(r"^(\S+)\s+: (ok=.*)$", run.stdout, re.M):
+    for host, fields in re.findall(r"^(\S+)\s+: (ok=.*)$", output, re.M):
         counts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
     return counts
+
+
+def changed(run: subprocess.CompletedProcess[str] | str) -> int:
+    """The tasks a run changed, over every host of its PLAY RECAP."""
+    return sum(counts.get("changed", 0) for counts in recap(run).values())
 
 
 def scenario_nodes() -> list[tuple[str, str, str]]:

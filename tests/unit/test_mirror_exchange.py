@@ -16,6 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pikit_testkit.certs import new_key
+from pikit_testkit.molecule_lab import changed
 
 from tests.conftest import run_on_controller
 
@@ -92,11 +93,6 @@ def _renewed(out: str) -> bool:
     return line.split("RENEWED=", 1)[1].startswith("True")
 
 
-def _changed(out: str) -> int:
-    recap = next(line for line in out.splitlines() if line.startswith("localhost") and "changed=" in line)
-    return int(recap.split("changed=")[1].split()[0])
-
-
 def test_the_site_asks_the_core_signs_its_principal_only_and_the_worker_takes_its_certificate(
     tmp_path: Path,
 ) -> None:
@@ -134,7 +130,7 @@ def test_the_site_asks_the_core_signs_its_principal_only_and_the_worker_takes_it
     assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
     assert (requests / "core-ca.crt").read_bytes() == (tmp_path / "core" / "pki" / "trust.crt").read_bytes()
     code, out = _core(tmp_path, requests)
-    assert code == 0 and _changed(out) == 0, "signed once"
+    assert code == 0 and changed(out) == 0, "signed once"
 
     code, out = _site(tmp_path)
     assert code == 0, out[-3000:]
@@ -146,7 +142,7 @@ def test_the_site_asks_the_core_signs_its_principal_only_and_the_worker_takes_it
     assert (worker / "core-ca.crt").read_bytes() == (requests / "core-ca.crt").read_bytes()
     assert _renewed(out), "the identity for the core is new: the reconcile restarts the mirror"
     code, out = _site(tmp_path)
-    assert code == 0 and _changed(out) == 0 and _pending(out) == [], "a second run changes nothing"
+    assert code == 0 and changed(out) == 0 and _pending(out) == [], "a second run changes nothing"
     assert not _renewed(out)
 
     # Day 2: the core signs the same key anew (renewal); the worker's next run takes it and has the
@@ -159,4 +155,4 @@ def test_the_site_asks_the_core_signs_its_principal_only_and_the_worker_takes_it
     assert code == 0 and _renewed(out), out[-3000:]
     assert bundle.read_bytes() == key + (requests / "localhost.crt").read_bytes()
     code, out = _site(tmp_path)
-    assert code == 0 and _changed(out) == 0 and not _renewed(out)
+    assert code == 0 and changed(out) == 0 and not _renewed(out)

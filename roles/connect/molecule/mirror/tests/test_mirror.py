@@ -23,7 +23,7 @@ from cryptography import x509
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 from pikit_testkit.mirror import caught_up, difference, records, settled, transactions
-from pikit_testkit.molecule_lab import playbook
+from pikit_testkit.molecule_lab import changed, playbook
 
 from pikit import REPO
 from pikit.connect import kafka_connectors
@@ -259,11 +259,6 @@ def _run(side: str, name: str, extra: dict[str, Any]) -> str:
     return run.stdout
 
 
-def _changed(output: str) -> int:
-    recaps = [line for line in output.splitlines() if " changed=" in line]
-    return sum(int(line.split("changed=")[1].split()[0]) for line in recaps)
-
-
 # Last: it takes the mirror away. Two playbook runs on the site, one on the core.
 @pytest.mark.timeout(1500)
 def test_a_site_that_stops_mirroring_leaves_nothing_behind_and_the_core_takes_it_off() -> None:
@@ -279,7 +274,7 @@ def test_a_site_that_stops_mirroring_leaves_nothing_behind_and_the_core_takes_it
     for path in (LAG_METRICS, "/etc/kafka-connect/tls/core.pem", "/etc/kafka-connect/tls/core.key"):
         assert not node.file(path).exists, path
     assert not node.file("/etc/systemd/system/pikit-mirror-lag.timer").exists
-    assert _changed(_run("site", "connect.yml", {"connect_mirror": {}})) == 0, "a second run changes nothing"
+    assert changed(_run("site", "connect.yml", {"connect_mirror": {}})) == 0, "a second run changes nothing"
 
     _run("core", "kafka.yml", {"kafka_mirror_sites": []})
     with tempfile.TemporaryDirectory() as work:
