@@ -26,6 +26,7 @@ from edge_agent.spool import Spool
 from pikit_testkit.broker import LocalBroker, free_port
 
 from bench.agent_drain import make_tls, readings
+from bench.proc import status_kib
 from pikit import REPO
 
 SCRAPE_EVERY = 5.0
@@ -56,8 +57,7 @@ class Agent:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kib(self) -> int:
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+        return status_kib(self.pid, "VmRSS")
 
     def scrape(self) -> dict[str, float]:
         self.scraped = time.monotonic()

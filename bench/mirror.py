@@ -43,6 +43,7 @@ import yaml
 from pikit_testkit.mirror import difference, records
 from pikit_testkit.mirror_pair import Clusters, mirror_pair
 
+from bench.proc import status_kib
 from pikit import REPO
 from pikit.connect import kafka_connectors, mirror_lag
 
@@ -69,16 +70,10 @@ class Footprint:
     phase: str = "idle"
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def status_kib(self, key: str) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        return 0
-
     def run(self) -> None:
         while not self.stop.wait(0.5):
             try:
-                self.samples.append((self.phase, self.status_kib("VmRSS")))
+                self.samples.append((self.phase, status_kib(self.pid, "VmRSS")))
             except FileNotFoundError:  # the worker stopped
                 return
 
@@ -200,7 +195,7 @@ def main() -> None:
         footprint.phase = "after"
         time.sleep(5)
         after_heap = footprint.heap_used_mb()
-        peak = footprint.status_kib("VmHWM")
+        peak = status_kib(footprint.pid, "VmHWM")
         footprint.stop.set()
         report(args.rounds, counts, runs, start_up, footprint, idle_heap, after_heap, peak)
         for name in PROFILES:
