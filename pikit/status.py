@@ -492,9 +492,20 @@ def connector_parts(site: Site, client: dict[str, Any] | None = None) -> list[Pa
     return parts
 
 
+def mirrored_topics(patterns: str, existing: set[str]) -> list[str]:
+    """The site's topics a MirrorSourceConnector copies: its `topics` setting is a comma-separated
+    list of regular expressions, each matching a whole name (the kit writes escaped names; a user
+    may write `sensor-.*`). Kafka's internal topics (`__*`) are never copied."""
+    regexes = [re.compile(pattern.strip()) for pattern in patterns.split(",") if pattern.strip()]
+    return sorted(
+        topic
+        for topic in existing
+        if not topic.startswith("__") and any(regex.fullmatch(topic) for regex in regexes)
+    )
+
+
 def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dict[str, Any]) -> None:
     """The mirror's lag per topic (the workers' probe's own measure), a problem past its bound."""
-    topics = [re.sub(r"\\(.)", r"\1", name) for name in config.get("topics", "").split(",") if name]
     part.details["core"] = config.get("target.cluster.alias", "?")
     try:
         positions = mirror_lag.committed(urls[0], part.name, timeout=10)
@@ -502,6 +513,11 @@ def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dic
         part.problems.append(f"its committed offsets cannot be read, so its lag is unknown ({exc})")
         return
     try:
+        consumer = KafkaConsumer(**client)
+        try:
+            topics = mirrored_topics(config.get("topics", ""), consumer.topics())
+        finally:
+            consumer.close()
         lag = mirror_lag.lag(client, positions, topics, time.time())
     except Exception as exc:  # the site's brokers: reported, not raised
         part.problems.append(f"its lag could not be measured ({type(exc).__name__}: {exc})")
