@@ -192,7 +192,10 @@ def test_phases() -> list[Phase | Beside]:
     (734cfed). The labs on Trixie (72f9502): 393 s, 1,411 s, 1,803 s in all. CI at 8fff460: 5,015 s, on a
     machine about 2.6 times slower (ansible-lint 445 s here that day, 170 s before); 61f4e8d moved the
     e2e scenarios (h) and (r) and kafka/dedicated's rolling restart to make test-ops. e79ebea from a
-    fresh clone on a machine 1.7 times slower: 845 s, 1,954 s, 2,798 s in all.
+    fresh clone on a machine 1.7 times slower: 845 s, 1,954 s, 2,798 s in all. cf2c7f4: 1,141 s,
+    2,838 s, 3,979 s in all; the day-2 procedures' unit tests and the agent's roll-out then moved to
+    make test-ops (f1b8286), and 326c16b took 1,078 s, 2,821 s, 3,899 s: the second set is the
+    end-to-end lane, whose lab alone uses more than one core throughout.
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
