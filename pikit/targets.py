@@ -233,10 +233,11 @@ def test_phases() -> list[Phase | Beside]:
 
 
 def ops_phases() -> list[tuple[str, Step]]:
-    """What `make test` leaves out for time: the heavier molecule scenarios, and the end-to-end
-    suite with its `ops` scenarios (every certificate renewed, the CA rotated, under load) among the
-    others, then the end-to-end suite again on Bookworm, the Raspberry Pi OS release before the
-    lab's default (Trixie), ending with the migration: each broker re-flashed with Trixie in turn."""
+    """What `make test` leaves out for time: the day-2 procedures' unit tests and edge_agent's
+    release roll-out, the heavier molecule scenarios, and the end-to-end suite with its `ops`
+    scenarios (every certificate renewed, the CA rotated, under load) among the others, then the
+    end-to-end suite again on Bookworm, the Raspberry Pi OS release before the lab's default
+    (Trixie), ending with the migration: each broker re-flashed with Trixie in turn."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
