@@ -195,7 +195,8 @@ def test_phases() -> list[Phase | Beside]:
     fresh clone on a machine 1.7 times slower: 845 s, 1,954 s, 2,798 s in all. cf2c7f4: 1,141 s,
     2,838 s, 3,979 s in all; the day-2 procedures' unit tests and the agent's roll-out then moved to
     make test-ops (f1b8286), and 326c16b took 1,078 s, 2,821 s, 3,899 s: the second set is the
-    end-to-end lane, whose lab alone uses more than one core throughout.
+    end-to-end lane, whose lab alone uses more than one core throughout. c35a3d3 (the apps' JVMs
+    on C1) on a machine about twice as fast (ansible-lint 137 s): 543 s, 1,238 s, 1,781 s.
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
