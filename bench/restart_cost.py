@@ -119,14 +119,6 @@ class Restarts:
                 continue
         return found
 
-    def batches_after(self, since: float) -> list[tuple[float, int, float]]:
-        """(logged at, input rows, wall s) of each batch the app logged after `since`."""
-        return [
-            (at, int(m[3]), int(m[4]) / 1000)
-            for at, text in self.journal(since)
-            if at >= since and (m := _BATCH.search(text))
-        ]
-
     def turn(self, contender: str) -> Turn:
         self.set_options(CONTENDERS[contender])
         sh(self.master, f"systemctl restart {self.unit}")
@@ -137,14 +129,22 @@ class Restarts:
         sh(self.master, f"kill -9 {pid}")
         committed = self.wait_commit(killed)
         deadline = time.time() + BOUND_S
-        while len(batches := self.batches_after(killed)) < self.steady + 1:
+        while True:
+            # One read of the journal per poll: the batches (logged at, input rows, wall s), and
+            # the query's start.
+            entries = [(at, text) for at, text in self.journal(killed) if at >= killed]
+            batches = [
+                (at, int(m[3]), int(m[4]) / 1000) for at, text in entries if (m := _BATCH.search(text))
+            ]
+            with_input = [b for b in batches[1:] if b[1]]
+            if batches and len(with_input) >= self.steady:
+                break
             if time.time() > deadline:
                 raise SystemExit(
                     f"{self.unit}: fewer than {self.steady + 1} batches logged after its restart"
                 )
             time.sleep(5)
-        started = next(at for at, text in self.journal(killed) if at >= killed and _STARTED.search(text))
-        with_input = [b for b in batches[1:] if b[1]]
+        started = next(at for at, text in entries if _STARTED.search(text))
         return Turn(
             contender,
             started - killed,
