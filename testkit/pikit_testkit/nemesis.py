@@ -44,6 +44,8 @@ COMMIT_HELD = "commit-held-brokers-killed"
 DEVICE_CUT = "device-cut"
 AGENT_KILLED = "agent-killed"
 DISK_FILLED = "disk-filled"
+MASTER_KILLED = "master-killed"
+MASTER_DOWN = "master-down"
 KINDS = (
     BROKERS_KILLED,
     BROKER_FROZEN,
@@ -55,6 +57,8 @@ KINDS = (
     DEVICE_CUT,
     AGENT_KILLED,
     DISK_FILLED,
+    MASTER_KILLED,
+    MASTER_DOWN,
 )
 # Faults the queries must keep committing through, not only recover from: one broker hung (RF 3,
 # min ISR 2), one broker's disk filled to its guard (the topics' bounds leave it room).
@@ -64,6 +68,7 @@ ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
 # The outage of issue 31: every broker killed -9 while a batch's commit is in flight.
 COMMIT_HELD_OUTAGE_S = 90.0
 CHECKPOINTS = "/srv/pikit-shared/spark/checkpoints"
+MASTER_UNIT = "spark-master"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 DRAINED_DEPTH = 30  # readings; a round or two of two sensors: what a healthy agent holds
 # A broker's data disk (inventory/lab: lab_tmpfs) and the share at which the kit calls it full:
@@ -166,6 +171,12 @@ def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fau
         return Fault(kind, (rng.choice(site.edges),), 0, quiet)
     if kind == DISK_FILLED:
         return Fault(kind, (rng.choice(site.brokers),), round(rng.uniform(30, 120)), quiet)
+    # The apps' units are part of the master's: killed, systemd restarts it and them with it;
+    # stopped, they stop with it and start with it again.
+    if kind == MASTER_KILLED:
+        return Fault(kind, (site.master,), 0, quiet)
+    if kind == MASTER_DOWN:
+        return Fault(kind, (site.master,), round(rng.uniform(5, 60)), quiet)
     raise ValueError(f"unknown fault kind {kind}")
 
 
@@ -330,6 +341,14 @@ class Nemesis:
         elif kind == DISK_FILLED:
             with disk_filled(targets[0]):
                 time.sleep(fault.seconds)
+        elif kind == MASTER_KILLED:
+            sh(targets[0], f"systemctl kill --signal=KILL {MASTER_UNIT}")
+        elif kind == MASTER_DOWN:
+            sh(targets[0], f"systemctl kill --signal=KILL {MASTER_UNIT}; systemctl stop {MASTER_UNIT}")
+            try:
+                time.sleep(fault.seconds)
+            finally:
+                sh(targets[0], f"systemctl start {MASTER_UNIT}")
         elif kind == COMMIT_HELD:
             # Held before its commit while every broker dies: the commit is in flight as they go.
             self.arm(targets[0], fault.point, "hold 20")

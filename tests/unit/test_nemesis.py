@@ -15,6 +15,8 @@ from pikit_testkit.nemesis import (
     COMMIT_HELD_OUTAGE_S,
     DISK_FILLED,
     KINDS,
+    MASTER_DOWN,
+    MASTER_KILLED,
     RIDDEN_THROUGH,
     Fault,
     Recovery,
@@ -69,6 +71,9 @@ def test_each_fault_fits_its_kind() -> None:
             assert len(fault.targets) == 1 and fault.targets[0] in SITE.brokers
             assert 30 <= fault.seconds <= 120
             assert fault.kind in RIDDEN_THROUGH, "the topics' bounds leave the brokers room"
+        elif fault.kind in (MASTER_KILLED, MASTER_DOWN):
+            assert fault.targets == (SITE.master,)
+            assert fault.seconds == 0 if fault.kind == MASTER_KILLED else 5 <= fault.seconds <= 60
         if fault.kind.startswith("commit"):
             assert fault.targets == ("sensor_aggregates",), "the app whose sink commits every window"
         if fault.kind.startswith("commit"):
