@@ -14,6 +14,8 @@ Needs the demo's lab, converged (`make demo`). The bench:
      them: the ceiling;
    - bench/spark_count.py --peer, which folds them into plain per-minute windows with
      `from_json` and no validation, state or output: what any parser pays;
+   - with `--contenders ...,agg-c2,peer-c2`, the app and the peer on the JVM's own JIT (C2)
+     instead of the deployed `spark_app_java_options` (C1 only);
    in rotating order;
 4. restarts what it stopped and deletes its topics and ACLs.
 
@@ -23,7 +25,7 @@ executors' start-up is left out of both; the wall time from submit to exit is sh
 too. Every run must have consumed every record of the topic. Under each run, the app's own
 log lines per batch: the wall time of each step of sensor_aggregates' micro-batches.
 
-    .venv/bin/python -m bench.catchup [--readings 2000000] [--devices 100] [--rounds 2]
+    .venv/bin/python -m bench.catchup [--readings 2000000] [--devices 100] [--rounds 2] [--contenders KEYS]
 """
 
 from __future__ import annotations
@@ -69,12 +71,19 @@ OUTPUTS = {
 PER_RECORD = 100
 APP_UNIT = "spark-app-sensor-aggregates"
 CEILING = "count only (ceiling)"
+# name -> key (--contenders picks them by key)
 CONTENDERS = {
     "sensor_aggregates": "agg",
     "sensor_aggregates, a read task per partition": "agg-wide",
     CEILING: "count",
     "plain peer: from_json + windows": "peer",
+    "sensor_aggregates, C2 JIT": "agg-c2",
+    "plain peer, C2 JIT": "peer-c2",
 }
+DEFAULT_CONTENDERS = "agg,agg-wide,count,peer"
+# The JVM's own JIT (C2 after C1) for the driver and the executors, over the deployed options
+# (spark_app_java_options: C1 only, which a restart pays less for): what a long read pays for it.
+C2_JIT = [f"--conf=spark.{side}.extraJavaOptions=-XX:TieredStopAtLevel=4" for side in ("driver", "executor")]
 STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
@@ -249,7 +258,17 @@ def main() -> None:
     parser.add_argument(
         "--stages", action="store_true", help="also print each run's stages from its Spark event log"
     )
+    parser.add_argument(
+        "--contenders",
+        default=DEFAULT_CONTENDERS,
+        help=f"keys, comma-separated, of {', '.join(CONTENDERS.values())} (count is always run)",
+    )
     args = parser.parse_args()
+    chosen = {"count", *args.contenders.split(",")}
+    if unknown := chosen - set(CONTENDERS.values()):
+        parser.error(f"unknown contenders: {', '.join(sorted(unknown))}")
+    for name in [n for n, key in CONTENDERS.items() if key not in chosen]:
+        del CONTENDERS[name]
     lab = lab_.find()
     g, client, master = lab.groups, lab.client, lab.master
     submit = SubmitLine(master)
@@ -293,7 +312,11 @@ def main() -> None:
                         "agg-wide": [*submit.aggregates(run), "--read-tasks", "0"],
                         "count": submit.count(run),
                         "peer": submit.count(run, "--peer"),
+                        "agg-c2": submit.aggregates(run),
+                        "peer-c2": submit.count(run, "--peer"),
                     }[CONTENDERS[name]]
+                    if CONTENDERS[name].endswith("-c2"):
+                        cmd[1:1] = C2_JIT
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
                         events = {

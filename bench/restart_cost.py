@@ -7,8 +7,10 @@ recovery bound measures it: the short nemesis' slowest recovery is the driver ki
 Needs the demo's lab (`make demo`). The contenders take turns, their order reversed every other
 round, so that the lab's noise falls on each. One turn:
 - the contender's options (`spark.driver.extraJavaOptions` and `spark.executor.extraJavaOptions`)
-  written to the master's spark-defaults.conf, in a block of their own that the run removes at its
-  end; a systemd restart of the app, so that the kill below meets a driver that has run a while;
+  written to the master's spark-defaults.conf, in a block of their own after the role's lines (the
+  last of a key wins), which the run removes at its end; every contender names its JIT level, as the
+  role's `spark_app_java_options` sets one; a systemd restart of the app, so that the kill below
+  meets a driver that has run a while;
 - once the app commits again and `--settle` seconds have passed, its driver killed -9 by its unit's
   main PID; systemd starts it again (Restart=always);
 - from the app's journal and its checkpoint on the shared volume: kill -> query started, kill ->
@@ -33,9 +35,11 @@ from bench.batch_cost import APPS
 
 DEFAULTS = "/etc/spark/spark-defaults.conf"
 BEGIN, END = "# bench.restart_cost: begin", "# bench.restart_cost: end"
+C2, C1 = "-XX:TieredStopAtLevel=4", "-XX:TieredStopAtLevel=1"
+# name -> (the driver's options, the executors' options)
 CONTENDERS = {
-    "C2 (the JVM's default)": "",
-    "C1 only": "-XX:TieredStopAtLevel=1",
+    "C2 (the JVM's default)": (C2, C2),
+    "C1 only (the kit's default)": (C1, C1),
 }
 # Past this a turn fails: the fault suite's own stall bound.
 BOUND_S = 300
@@ -52,8 +56,9 @@ def sh(node: str, script: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def with_options(conf: str, options: str) -> str:
-    """spark-defaults.conf without this bench's block, then with one that sets `options` (none: no block)."""
+def with_options(conf: str, options: tuple[str, str] | None) -> str:
+    """spark-defaults.conf without this bench's block, then with one that sets the driver's and the
+    executors' `options` (None: no block)."""
     lines, inside = [], False
     for line in conf.splitlines():
         if line == BEGIN:
@@ -62,11 +67,12 @@ def with_options(conf: str, options: str) -> str:
             inside = False
         elif not inside:
             lines.append(line)
-    if options:
+    if options is not None:
+        driver, executor = options
         lines += [
             BEGIN,
-            f"spark.driver.extraJavaOptions    {options}",
-            f"spark.executor.extraJavaOptions  {options}",
+            f"spark.driver.extraJavaOptions    {driver}",
+            f"spark.executor.extraJavaOptions  {executor}",
             END,
         ]
     return "\n".join(lines) + "\n"
@@ -104,7 +110,7 @@ class Restarts:
             time.sleep(1)
         raise SystemExit(f"{self.unit}: no commit within {BOUND_S} s of {since:.0f}: a stall")
 
-    def set_options(self, options: str) -> None:
+    def set_options(self, options: tuple[str, str] | None) -> None:
         conf = sh(self.master, f"cat {DEFAULTS}")
         sh(self.master, f"cat > {DEFAULTS}", with_options(conf, options))
 
@@ -165,10 +171,18 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=60, help="seconds the app runs before the kill")
     parser.add_argument("--steady", type=int, default=6, help="batches with input measured after the first")
     parser.add_argument(
-        "--with", dest="extra", action="append", default=[], metavar="NAME=OPTIONS", help="one more contender"
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="NAME=DRIVER[|EXECUTORS]",
+        help="one more contender: its driver's JVM options and its executors' (the driver's when not given)",
     )
     args = parser.parse_args()
-    CONTENDERS.update(item.split("=", 1) for item in args.extra)
+    for item in args.extra:
+        name, _, options = item.partition("=")
+        driver, _, executors = options.partition("|")
+        CONTENDERS[name] = (driver, executors or driver)
     restarts = Restarts(args.app, args.settle, args.steady)
     print(f"{args.app} on {restarts.master}: {args.rounds} rounds of {list(CONTENDERS)}", flush=True)
     turns: list[Turn] = []
@@ -185,7 +199,7 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        restarts.set_options("")
+        restarts.set_options(None)
         sh(restarts.master, f"systemctl restart {restarts.unit}")
     print(
         "\n| contender | kill -> query started, s | kill -> first commit, s | first batch, s "
