@@ -22,7 +22,8 @@ Per app it reports, from the app's own event log on the lab's shared volume:
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
 but the probe), and out-of-bounds reading -> its alert arrived (the probe's).
 
-    make demo && .venv/bin/python -m bench.batch_cost [--seconds 300] [--devices 10000]
+    make demo && .venv/bin/python -m bench.batch_cost [--seconds 300] [--devices 10000] \
+        [--java-options "C1=-XX:TieredStopAtLevel=1" --java-options "C2=-XX:TieredStopAtLevel=4"]
 """
 
 from __future__ import annotations
@@ -69,11 +70,14 @@ class Apps:
     def find(cls) -> Apps:
         return cls(lab_.find())
 
-    def converge(self, devices: list[str]) -> None:
+    def converge(self, devices: list[str], java_options: str | None = None) -> None:
         """The spark play with the event log on, each app submitted again with these devices' keys
         (the submission writes an app's keys; the spark play alone never touches the apps), and
-        the apps restarted, so that they read the new Spark defaults too."""
-        extra = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
+        the apps restarted, so that they read the new Spark defaults too; with `java_options`, the
+        apps' JVMs run with those (spark_app_java_options) instead of the inventory's."""
+        extra: dict[str, Any] = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
+        if java_options is not None:
+            extra["spark_app_java_options"] = java_options
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
             json.dump(extra, file)
             file.flush()
@@ -312,11 +316,13 @@ def quantiles(values: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
-def phase(apps: Apps, name: str, devices: list[str], args: argparse.Namespace) -> Iterator[str]:
+def phase(
+    apps: Apps, name: str, devices: list[str], args: argparse.Namespace, java_options: str | None = None
+) -> Iterator[str]:
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
-    apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])])
+    apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])], java_options)
     wait_for_batches(apps, restarted)
     time.sleep(args.warmup)
     watch = Watch(apps.lab)
@@ -381,13 +387,25 @@ def main() -> None:
     )
     parser.add_argument("--probe-every", type=float, default=15, help="seconds between the probe's readings")
     parser.add_argument("--phases", default="demo,devices", help="which phases, in order")
+    parser.add_argument(
+        "--java-options",
+        action="append",
+        default=[],
+        metavar="NAME=OPTIONS",
+        help="run each phase once per set of the apps' JVM options (spark_app_java_options), in turns "
+        "whose order alternates from phase to phase; without it, once as the inventory has them",
+    )
     args = parser.parse_args()
+    contenders: list[tuple[str, str | None]] = [
+        (name, options) for name, _, options in (item.partition("=") for item in args.java_options)
+    ] or [("", None)]
     apps = Apps.find()
     rows = []
     try:
-        for name in args.phases.split(","):
+        for number, name in enumerate(args.phases.split(",")):
             devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
-            rows += list(phase(apps, name, devices, args))
+            for label, options in contenders[:: 1 if number % 2 == 0 else -1]:
+                rows += list(phase(apps, f"{name}, {label}" if label else name, devices, args, options))
     finally:
         print("restoring the spark play as the inventory has it", flush=True)
         apps.restore()
