@@ -33,7 +33,7 @@ KIB = 1024
 # name -> the producer's batch_size (kafka-python's default is 16 KiB)
 CONTENDERS = {
     "16 KiB batches (kafka-python's default)": 16 * KIB,
-    "256 KiB batches": 256 * KIB,
+    "256 KiB batches (the sink's BATCH_BYTES)": 256 * KIB,
     "1 MiB batches": 1024 * KIB,
 }
 METRICS = (("bme280", "temperature", "C"), ("bme280", "humidity", "%"), ("bme280", "pressure", "hPa"))

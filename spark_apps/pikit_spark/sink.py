@@ -61,6 +61,12 @@ FLUSH_MARGIN_S = 5.0  # a flush waits for the records' delivery timeout and this
 # the broker was back (the long nemesis, seed 4285880697). A failed attempt starts a new producer,
 # which finds the new ones; the batch's retries (retry_for) ride out a longer outage.
 DELIVERY_TIMEOUT_MS = 30_000
+# The producer's batches, uncompressed. At kafka-python's 16 KiB a batch of 16,800 records queued
+# many batches per partition, and every send to a partition with more than one queued woke the
+# sender thread: a socket write per record and two threads taking turns at the GIL (bench/
+# sink_send.py). Compressed, a batch stays well under the brokers' 1 MiB message.max.bytes even
+# when its records do not compress (dead letters keep their bytes).
+BATCH_BYTES = 256 * 1024
 
 Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
@@ -165,6 +171,7 @@ class TransactionalSink:
             "transactional_id": self.transactional_id,
             "acks": "all",
             "linger_ms": 20,
+            "batch_size": BATCH_BYTES,
             "compression_type": "gzip",
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "max_block_ms": int(self.call_timeout * 1000),

@@ -54,3 +54,11 @@ def test_the_broker_never_aborts_a_transaction_that_an_attempt_still_waits_on() 
     assert sink.attempt_bound() == 30 + 5 + 2 * 30
     assert sink.producer_options()["transaction_timeout_ms"] > sink.attempt_bound() * 1000
     assert sink.producer_options()["transaction_timeout_ms"] <= 900_000, "Kafka's transaction.max.timeout.ms"
+
+
+def test_a_producer_batch_holds_many_records_and_fits_a_broker_message() -> None:
+    # kafka-python's 16 KiB woke its sender thread for nearly every record of a large batch.
+    options = TransactionalSink(["out"], "app", {"bootstrap_servers": ["b:1"]}).producer_options()
+    assert options["batch_size"] >= 256 * 1024
+    # Even a batch of records that do not compress must pass Kafka's default message.max.bytes.
+    assert options["batch_size"] < 1_048_588 // 2
