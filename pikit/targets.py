@@ -196,7 +196,9 @@ def test_phases() -> list[Phase | Beside]:
     2,838 s, 3,979 s in all; the day-2 procedures' unit tests and the agent's roll-out then moved to
     make test-ops (f1b8286), and 326c16b took 1,078 s, 2,821 s, 3,899 s: the second set is the
     end-to-end lane, whose lab alone uses more than one core throughout. c35a3d3 (the apps' JVMs
-    on C1) on a machine about twice as fast (ansible-lint 137 s): 543 s, 1,238 s, 1,781 s.
+    on C1) on a machine about twice as fast (ansible-lint 137 s): 543 s, 1,238 s, 1,781 s. 3fb1e52
+    (the short nemesis four faults, the master down among them; ansible-lint 152 s): 570 s,
+    1,285 s, 1,855 s.
 
     Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
     for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
