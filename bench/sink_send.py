@@ -65,7 +65,11 @@ def closed_windows(count: int, devices: int = 100) -> list[dict[str, Any]]:
 
 
 class Sized(TransactionalSink):
-    batch_size = 16 * KIB
+    """The apps' sink with its producer's batch size set apart."""
+
+    def __init__(self, batch_size: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_size = batch_size
 
     def producer_options(self) -> dict[str, Any]:
         return {**super().producer_options(), "batch_size": self.batch_size}
@@ -76,9 +80,7 @@ def write_once(
 ) -> float:
     topics = {name: new_topic(broker.address, name, partitions) for name in outputs}
     client: dict[str, Any] = {"bootstrap_servers": [broker.address]}
-    sink = type("Sink", (Sized,), {"batch_size": batch_size})(
-        list(topics.values()), f"bench-{uuid.uuid4().hex[:6]}", client
-    )
+    sink = Sized(batch_size, list(topics.values()), f"bench-{uuid.uuid4().hex[:6]}", client)
     try:
         sink.producer()  # init_transactions and the marker's read: not part of a batch's send
         started = time.perf_counter()
