@@ -319,7 +319,7 @@ class Nemesis:
     def inflict(self, fault: Fault) -> None:
         kind, targets = fault.kind, fault.targets
         if kind == BROKERS_KILLED:
-            self.brokers_down(targets, fault.seconds)
+            self.down(targets, "kafka", fault.seconds)
         elif kind == BROKER_FROZEN:
             (broker,) = targets
             sh(broker, "systemctl kill --signal=SIGSTOP kafka")
@@ -344,15 +344,11 @@ class Nemesis:
         elif kind == MASTER_KILLED:
             sh(targets[0], f"systemctl kill --signal=KILL {MASTER_UNIT}")
         elif kind == MASTER_DOWN:
-            sh(targets[0], f"systemctl kill --signal=KILL {MASTER_UNIT}; systemctl stop {MASTER_UNIT}")
-            try:
-                time.sleep(fault.seconds)
-            finally:
-                sh(targets[0], f"systemctl start {MASTER_UNIT}")
+            self.down(targets, MASTER_UNIT, fault.seconds)
         elif kind == COMMIT_HELD:
             # Held before its commit while every broker dies: the commit is in flight as they go.
             self.arm(targets[0], fault.point, "hold 20")
-            self.brokers_down(self.site.brokers, fault.seconds)
+            self.down(self.site.brokers, "kafka", fault.seconds)
         else:
             raise ValueError(f"unknown fault kind {kind}")
 
@@ -383,17 +379,18 @@ class Nemesis:
             return
         raise RuntimeError(f"no executor runs on any worker ({', '.join(self.site.workers)})")
 
-    def brokers_down(self, brokers: tuple[str, ...], seconds: float) -> None:
+    def down(self, nodes: tuple[str, ...], unit: str, seconds: float) -> None:
+        """`unit` killed -9 on each node and kept down for `seconds`, then started on all at once."""
         # Stopped as well as killed: Restart= would otherwise start them again at once.
-        for broker in brokers:
-            sh(broker, "systemctl kill --signal=KILL kafka; systemctl stop kafka")
+        for node in nodes:
+            sh(node, f"systemctl kill --signal=KILL {unit}; systemctl stop {unit}")
         try:
             time.sleep(seconds)
         finally:
-            starts = [subprocess.Popen(["podman", "exec", b, "systemctl", "start", "kafka"]) for b in brokers]
-            failed = [b for b, p in zip(brokers, starts, strict=True) if p.wait() != 0]
+            starts = [subprocess.Popen(["podman", "exec", n, "systemctl", "start", unit]) for n in nodes]
+            failed = [n for n, p in zip(nodes, starts, strict=True) if p.wait() != 0]
             if failed:
-                raise RuntimeError(f"kafka did not start again on {failed}")
+                raise RuntimeError(f"{unit} did not start again on {failed}")
 
     def arm(self, app: str, point: str, action: str) -> None:
         """Arm a sink failpoint in the app's checkpoint directory and wait until it fires."""
