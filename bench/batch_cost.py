@@ -23,7 +23,8 @@ and, read back from Kafka (read_committed): window end -> its aggregate arrived 
 but the probe), and out-of-bounds reading -> its alert arrived (the probe's).
 
     make demo && .venv/bin/python -m bench.batch_cost [--seconds 300] [--devices 10000] \
-        [--java-options "C1=-XX:TieredStopAtLevel=1" --java-options "C2=-XX:TieredStopAtLevel=4"]
+        [--java-options "C1=-XX:TieredStopAtLevel=1" --java-options "C2=-XX:TieredStopAtLevel=4"] \
+        [--vars 'slack8={"spark_device_slack_seconds": 8}' --vars 'slack10={...: 10}']
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pikit_contract import signing
 from pikit_contract.readings import Reading, encode_batch
 
 from bench import lab as lab_
+from bench.cpu import CpuMeter
 from pikit import REPO
 
 TOPIC = "sensor-readings"
@@ -70,14 +72,16 @@ class Apps:
     def find(cls) -> Apps:
         return cls(lab_.find())
 
-    def converge(self, devices: list[str], java_options: str | None = None) -> None:
+    def converge(self, devices: list[str], contender: dict[str, Any]) -> None:
         """The spark play with the event log on, each app submitted again with these devices' keys
         (the submission writes an app's keys; the spark play alone never touches the apps), and
-        the apps restarted, so that they read the new Spark defaults too; with `java_options`, the
-        apps' JVMs run with those (spark_app_java_options) instead of the inventory's."""
-        extra: dict[str, Any] = {"spark_history_enabled": True, "pikit_device_signing_extra": devices}
-        if java_options is not None:
-            extra["spark_app_java_options"] = java_options
+        the apps restarted, so that they read the new Spark defaults too; `contender`'s variables
+        (e.g. spark_app_java_options) override the inventory's."""
+        extra: dict[str, Any] = {
+            **contender,
+            "spark_history_enabled": True,
+            "pikit_device_signing_extra": devices,
+        }
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
             json.dump(extra, file)
             file.flush()
@@ -317,12 +321,12 @@ def quantiles(values: list[float]) -> tuple[float, float]:
 
 
 def phase(
-    apps: Apps, name: str, devices: list[str], args: argparse.Namespace, java_options: str | None = None
+    apps: Apps, name: str, devices: list[str], args: argparse.Namespace, contender: dict[str, Any]
 ) -> Iterator[str]:
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
-    apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])], java_options)
+    apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])], contender)
     wait_for_batches(apps, restarted)
     time.sleep(args.warmup)
     watch = Watch(apps.lab)
@@ -337,9 +341,9 @@ def phase(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    since = time.time()
+    since, cpu = time.time(), CpuMeter()
     sent, probes = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
-    until = time.time()
+    until, cpu_share = time.time(), cpu.share()
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
     watch.stop.set()
@@ -352,7 +356,7 @@ def phase(
     to_alert = [watch.alerts[seq] - ts for seq, ts in probes.items() if seq in watch.alerts]
     print(
         f"  sent {sent:,} synthetic readings; {len(end_to_window)} windows ended in the phase arrived; "
-        f"{len(to_alert)}/{len(probes)} probe alerts arrived",
+        f"{len(to_alert)}/{len(probes)} probe alerts arrived; while sending, {cpu_share.said()}",
         flush=True,
     )
     for app in APPS:
@@ -392,26 +396,36 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=OPTIONS",
-        help="run each phase once per set of the apps' JVM options (spark_app_java_options), in turns "
-        "whose order alternates from phase to phase; without it, once as the inventory has them",
+        help="a contender whose apps' JVMs run with these options (spark_app_java_options)",
+    )
+    parser.add_argument(
+        "--vars",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="a contender with these variables over the inventory's, a JSON object, e.g. "
+        'slack8={"spark_device_slack_seconds": 8}',
     )
     args = parser.parse_args()
-    contenders: list[tuple[str, str | None]] = [
-        (name, options) for name, _, options in (item.partition("=") for item in args.java_options)
-    ] or [("", None)]
+    # Each phase runs once per contender, in turns whose order alternates from phase to phase;
+    # without contenders, once as the inventory has it.
+    contenders: list[tuple[str, dict[str, Any]]] = [
+        (name, {"spark_app_java_options": options})
+        for name, _, options in (item.partition("=") for item in args.java_options)
+    ] + [(name, json.loads(variables)) for name, _, variables in (item.partition("=") for item in args.vars)]
     apps = Apps.find()
     rows = []
     try:
         for number, name in enumerate(args.phases.split(",")):
             devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
-            for label, options in contenders[:: 1 if number % 2 == 0 else -1]:
-                rows += list(phase(apps, f"{name}, {label}" if label else name, devices, args, options))
+            for label, contender in (contenders or [("", {})])[:: 1 if number % 2 == 0 else -1]:
+                rows += list(phase(apps, f"{name}, {label}" if label else name, devices, args, contender))
     finally:
         print("restoring the spark play as the inventory has it", flush=True)
         apps.restore()
     print(
         f"\nMicro-batch cost on the lab, {args.seconds:.0f} s per phase (trigger 10 s, window 60 s, "
-        "device slack 10 s)\n"
+        "the inventory's device slack unless a contender sets it)\n"
     )
     print(
         "| phase | app | batches | input rows (median) | wall p50 | wall p99 | Spark jobs per batch: median "

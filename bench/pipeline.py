@@ -37,6 +37,7 @@ from pikit_contract import signing
 from pikit_contract.readings import Reading, encode_batch
 
 from bench import lab as lab_
+from bench.cpu import CpuMeter
 
 DEVICES = [f"bench-{i}" for i in range(10)]
 TOPIC = "sensor-readings"
@@ -197,7 +198,9 @@ def main() -> None:
         for sampler in samplers:
             sampler.start()
         committed = {name: lag.committed() for name, lag in lags.items()}
+        cpu = CpuMeter()
         sent, dead, elapsed = produce(client, keys, rate, args.seconds, taken)
+        cpu_share = cpu.share()
         committed = {name: lag.committed() - committed[name] for name, lag in lags.items()}
         done.set()
         for sampler in samplers:
@@ -212,7 +215,8 @@ def main() -> None:
             + "; ".join(
                 f"{name} lag {s[0][1]} -> {s[-1][1]} records, growing by {growth[name]:.0f} readings/s"
                 for name, s in samples.items()
-            ),
+            )
+            + f"; {cpu_share.said()}",
             flush=True,
         )
         # Let Spark catch up before the next step: back within two triggers' worth of records.
