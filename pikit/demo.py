@@ -144,7 +144,7 @@ def watch(
     print(
         f"\nWatching the aggregates and alerts topics for {seconds:.0f}s (PIKIT_DEMO_WATCH to change), and"
         " until the first windows are in (a device's window closes once that device's readings pass its end"
-        " by the slack, 10 s)"
+        " by the device slack, spark_device_slack_seconds)"
     )
     try:
         # On a fresh lab the first windows close a few minutes after the agents start.

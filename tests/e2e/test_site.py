@@ -96,7 +96,15 @@ from pikit_testkit.nemesis import (
     schedule,
     summary,
 )
-from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome, split_records
+from pikit_testkit.pipeline_model import (
+    Outcome,
+    Timing,
+    authentic,
+    compare,
+    compare_late,
+    outcome,
+    split_records,
+)
 from pikit_testkit.reach import reach_command
 
 from pikit import REPO, artifacts, lab, lab_image, prometheus
@@ -124,6 +132,11 @@ SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 90  # issue 31's outage; past the lab's NoReadings threshold (60 s) and its evaluation
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
 _LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text())
+_SPARK_DEFAULTS = yaml.safe_load((REPO / "roles/spark/defaults/main.yml").read_text())
+# sensor_aggregates' rules as the lab runs them, for the model that recomputes its windows.
+TIMING = Timing(
+    slack_s=int(_LAB_VARS.get("spark_device_slack_seconds", _SPARK_DEFAULTS["spark_device_slack_seconds"]))
+)
 # anomaly_alerts holds a device silent after this much of its batches' time without its readings.
 SILENT_AFTER_S = int(_LAB_VARS["spark_silent_after_seconds"])
 # Prometheus's NoReadings: no device's reading reached the app for this long.
@@ -317,7 +330,7 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
     """Recompute every window the raw topic closes, and every alert of anomaly_alerts' committed
     batches, and compare them with the aggregates and alerts topics."""
     values, refused = site.readings()
-    model = outcome(values, now=time.time(), refused=refused)
+    model = outcome(values, now=time.time(), timing=TIMING, refused=refused)
 
     def problems() -> list[str]:
         found = compare(model.windows, site.values("sensor-aggregates"), complete=complete)
@@ -962,7 +975,7 @@ def test_a_one_broker_then_all_brokers_down_for_90_s(site: Site) -> None:
 
 def test_b_c_d_network_cut_driver_and_agent_killed(site: Site) -> None:
     device = EDGES[0]
-    duplicates_before = outcome(site.readings()[0], now=time.time()).duplicates
+    duplicates_before = outcome(site.readings()[0], now=time.time(), timing=TIMING).duplicates
     routes = netns(device, "ip", "route", "show").splitlines()
     netns(device, "ip", "link", "set", "eth0", "down")
     cut = time.time()
@@ -1856,7 +1869,7 @@ def test_z_records_deleted_before_a_time_while_the_apps_run(site: Site) -> None:
 
     def judged() -> tuple[Outcome, list[str]]:
         values, refused = site.readings()
-        model = outcome(values, now=time.time(), refused=refused)
+        model = outcome(values, now=time.time(), timing=TIMING, refused=refused)
         expected = {k: v for k, v in model.windows.items() if k[3] >= first_whole and k[0] in EDGES}
         got = [
             v
