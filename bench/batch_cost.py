@@ -49,6 +49,7 @@ from pikit_contract.readings import Reading, encode_batch
 
 from bench import lab as lab_
 from bench.cpu import CpuMeter
+from bench.rounds import named
 from pikit import REPO
 
 TOPIC = "sensor-readings"
@@ -394,6 +395,7 @@ def main() -> None:
     parser.add_argument(
         "--java-options",
         action="append",
+        type=named,
         default=[],
         metavar="NAME=OPTIONS",
         help="a contender whose apps' JVMs run with these options (spark_app_java_options)",
@@ -401,6 +403,7 @@ def main() -> None:
     parser.add_argument(
         "--vars",
         action="append",
+        type=named,
         default=[],
         metavar="NAME=JSON",
         help="a contender with these variables over the inventory's, a JSON object, e.g. "
@@ -410,9 +413,8 @@ def main() -> None:
     # Each phase runs once per contender, in turns whose order alternates from phase to phase;
     # without contenders, once as the inventory has it.
     contenders: list[tuple[str, dict[str, Any]]] = [
-        (name, {"spark_app_java_options": options})
-        for name, _, options in (item.partition("=") for item in args.java_options)
-    ] + [(name, json.loads(variables)) for name, _, variables in (item.partition("=") for item in args.vars)]
+        (name, {"spark_app_java_options": options}) for name, options in args.java_options
+    ] + [(name, json.loads(variables)) for name, variables in args.vars]
     apps = Apps.find()
     rows = []
     try:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from bench import lab as lab_
 from bench.batch_cost import APPS
+from bench.rounds import named
 
 DEFAULTS = "/etc/spark/spark-defaults.conf"
 BEGIN, END = "# bench.restart_cost: begin", "# bench.restart_cost: end"
@@ -174,13 +175,13 @@ def main() -> None:
         "--with",
         dest="extra",
         action="append",
+        type=named,
         default=[],
         metavar="NAME=DRIVER[|EXECUTORS]",
         help="one more contender: its driver's JVM options and its executors' (the driver's when not given)",
     )
     args = parser.parse_args()
-    for item in args.extra:
-        name, _, options = item.partition("=")
+    for name, options in args.extra:
         driver, _, executors = options.partition("|")
         CONTENDERS[name] = (driver, executors or driver)
     restarts = Restarts(args.app, args.settle, args.steady)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+def named(text: str) -> tuple[str, str]:
+    """A contender given on the command line as NAME=VALUE (an argparse `type`)."""
+    name, equals, value = text.partition("=")
+    if not name or not equals:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE")
+    return name, value
 
 
 def alternate(
