@@ -107,7 +107,7 @@ from pikit_testkit.pipeline_model import (
 )
 from pikit_testkit.reach import reach_command
 
-from pikit import REPO, artifacts, lab, lab_image, prometheus
+from pikit import REPO, artifacts, lab, lab_image, prometheus, role_default
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape
 from pikit.topic import mtls_client, read_to_end
@@ -132,11 +132,9 @@ SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 90  # issue 31's outage; past the lab's NoReadings threshold (60 s) and its evaluation
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
 _LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text())
-_SPARK_DEFAULTS = yaml.safe_load((REPO / "roles/spark/defaults/main.yml").read_text())
 # sensor_aggregates' rules as the lab runs them, for the model that recomputes its windows.
-TIMING = Timing(
-    slack_s=int(_LAB_VARS.get("spark_device_slack_seconds", _SPARK_DEFAULTS["spark_device_slack_seconds"]))
-)
+_SLACK = "spark_device_slack_seconds"
+TIMING = Timing(slack_s=int(_LAB_VARS.get(_SLACK, role_default("spark", _SLACK))))
 # anomaly_alerts holds a device silent after this much of its batches' time without its readings.
 SILENT_AFTER_S = int(_LAB_VARS["spark_silent_after_seconds"])
 # Prometheus's NoReadings: no device's reading reached the app for this long.
