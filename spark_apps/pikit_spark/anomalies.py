@@ -10,6 +10,7 @@ micro-batch started.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -237,12 +238,32 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
     else:
         fresh = above_marks(readings, {device: (seq,) for device, seq in known.marks.items()})
     judged = _judged(fresh, None if known is None else known.baseline, rules)
+    plan = _summary_plan(seq_blocks)
+    keyed = judged.select(*plan.keyed)
+    summary = keyed.groupingSets(plan.grouping_sets, *plan.grouped).agg(*plan.aggregates)
+    return summary.where(plan.kept).select(*plan.out)
+
+
+@dataclass(frozen=True)
+class _SummaryPlan:
+    """The summary's columns: `keyed` selected from the judged readings, grouped by `grouped`
+    in `grouping_sets`, into `aggregates`; of those, the rows where `kept` holds, as `out`."""
+
+    keyed: list[Column]
+    grouping_sets: list[list[Column]]
+    grouped: list[Column]
+    aggregates: list[Column]
+    kept: Column
+    out: list[Column]
+
+
+# Each PySpark function is a round trip to the driver's JVM: the summary's columns, the same in
+# every micro-batch, are built once (pikit_spark/device_windows.py measured the cost).
+@functools.cache
+def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
     alert = F.col("reason").isNotNull()
-    keyed = judged.select(
-        *KEY,
-        "seq",
-        "value",
-        "ts",
+    keyed = [
+        *(F.col(c) for c in (*KEY, "seq", "value", "ts")),
         F.lit(_BASELINE).alias("kind"),
         # An alert is also a group of its own (its reading still counts in the baseline).
         *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
@@ -251,11 +272,12 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
         # The seq of a reading within its bounds: the last one says whether an excursion ended.
         F.when(~alert, F.col("seq")).alias("calm"),
         *block_columns(F.lit(True)),
-    )
-    by_key = ["kind", *KEY]
-    by_alert = [f"a_{c}" for c in [*KEY, "seq", "unit", "reason"]]
-    sets = [by_key, by_alert, BLOCK_KEY] if seq_blocks else [by_key, by_alert]
-    summary = keyed.groupingSets(sets, *by_key, *by_alert, "seq_block").agg(
+    ]
+    by_key = [F.col(c) for c in ("kind", *KEY)]
+    by_alert = [F.col(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]]
+    blocks = [F.col(c) for c in BLOCK_KEY]
+    sets = [by_key, by_alert, blocks] if seq_blocks else [by_key, by_alert]
+    aggregated = [
         *aggregates("value"),
         F.max("seq").alias("high_seq"),
         F.min("seq").alias("low_seq"),
@@ -266,17 +288,19 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
         F.min("baseline_mean").alias("baseline_mean"),
         F.min("baseline_stddev").alias("baseline_stddev"),
         *block_aggregates(),
-    )
+    ]
     # The readings that raise no alert make one group of nulls in `by_alert`: dropped.
     is_alert = F.col("a_seq").isNotNull()
     kind = F.when(F.col("kind").isNotNull(), F.col("kind")).when(is_alert, F.lit(_ALERT))
-    return summary.where(kind.isNotNull() | F.col("seq_block").isNotNull()).select(
+    out = [
         kind.alias("kind"),
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        *["seq_block", "n", "mean", "m2", "high_seq", "low_seq", "calm_seq", "seq_bits"],
-        *[F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")],
-        *["value", "max_value", "ts", "baseline_mean", "baseline_stddev"],
-    )
+        *(F.col(c) for c in ["seq_block", "n", "mean", "m2", "high_seq", "low_seq", "calm_seq", "seq_bits"]),
+        *(F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")),
+        *(F.col(c) for c in ["value", "max_value", "ts", "baseline_mean", "baseline_stddev"]),
+    ]
+    kept = kind.isNotNull() | F.col("seq_block").isNotNull()
+    return _SummaryPlan(keyed, sets, [*by_key, *by_alert, F.col("seq_block")], aggregated, kept, out)
 
 
 _MOMENTS = "struct<n:double,mean:double,m2:double>"
@@ -290,13 +314,7 @@ def _judged(
     # One step of plan (each is analyzed again, 30-60 ms on the lab): the baseline's fields
     # are read from the looked-up struct where they are used.
     if baseline is None:
-        nulls = F.lit(None).cast("double")
-        return readings.select(
-            *readings.columns,
-            nulls.alias("mean"),
-            nulls.alias("stddev"),
-            _threshold_reason(rules).alias("reason"),
-        )
+        return readings.select(*readings.columns, *_thresholds_only(rules))
     moments = looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
     n, mean, m2 = (F.col(f"_moments.{c}") for c in ("n", "mean", "m2"))
     stddev = F.sqrt(m2 / n)
@@ -309,6 +327,14 @@ def _judged(
     return moments.select(
         *readings.columns, mean.alias("mean"), stddev.alias("stddev"), reason.alias("reason")
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _thresholds_only(rules: Rules) -> list[Column]:
+    """mean and stddev (null) and the reason, of a judgement without a baseline: the same in
+    every micro-batch, so built once."""
+    nulls = F.lit(None).cast("double")
+    return [nulls.alias("mean"), nulls.alias("stddev"), _threshold_reason(rules).alias("reason")]
 
 
 def _by_key(rows: list[TableRow]) -> dict[tuple[str, str, str], Moments]:

@@ -11,6 +11,7 @@ again and deduplicated one by one (`once_per_seq`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Row
@@ -50,8 +51,8 @@ def once_per_seq(
     names the devices whose rows the marks would have changed (a seq at or below the mark, a
     window the device had closed), and `resummarize` applies the marks to those alone.
     One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
-    is_block = F.col("kind").isNull()
-    fetched = summary.where(~is_block | (F.col("n") > F.bit_count("seq_bits"))).collect()
+    is_block, fetched_rows = _block_filters()
+    fetched = summary.where(fetched_rows).collect()
     plain = [r for r in fetched if r["kind"] is not None]
     redo = sorted({r["device"] for r in fetched if r["kind"] is None} | undecided(plain))
     kept = [r for r in plain if r["device"] not in redo]
@@ -59,6 +60,14 @@ def once_per_seq(
         return kept
     again = resummarize(rows.where(F.col("device").isin(redo)).dropDuplicates(["device", "seq"]), redo)
     return kept + again.where(~is_block).collect()
+
+
+@functools.cache
+def _block_filters() -> tuple[Column, Column]:
+    """A summary's seq-block rows, and the rows that `once_per_seq` fetches: built once, as each
+    PySpark function is a round trip to the driver's JVM."""
+    is_block = F.col("kind").isNull()
+    return is_block, ~is_block | (F.col("n") > F.bit_count("seq_bits"))
 
 
 def at_or_below(marks: dict[str, int], device: str | None, low_seq: int | None) -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from py4j.java_gateway import GatewayClient  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
 
 
@@ -46,5 +48,26 @@ def spark_jobs(spark: SparkSession) -> JobCounter:
         finally:
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+    return count
+
+
+@pytest.fixture
+def jvm_calls(monkeypatch: pytest.MonkeyPatch) -> JobCounter:
+    """How many round trips to the driver's JVM a call makes (py4j commands): on a loaded Pi each
+    costs a millisecond or more, and building a plan can take hundreds."""
+    sent = [0]
+    send = GatewayClient.send_command
+
+    def counted(self: GatewayClient, *args: Any, **kwargs: Any) -> Any:
+        sent[0] += 1
+        return send(self, *args, **kwargs)
+
+    monkeypatch.setattr(GatewayClient, "send_command", counted)
+
+    def count(run: Callable[[], object]) -> int:
+        before = sent[0]
+        run()
+        return sent[0] - before
 
     return count

@@ -268,3 +268,13 @@ def test_a_new_batch_time_compiles_no_new_code(spark: SparkSession) -> None:
     compiles(T0, 1)
     # 70 s apart: a new batch time and a new late horizon each time.
     assert [compiles(T0 + 70 * i, 10 * i) for i in range(1, 4)] == [0, 0, 0]
+
+
+def test_a_batch_builds_its_summary_in_few_jvm_calls(spark: SparkSession, jvm_calls: JobCounter) -> None:
+    """The summary's columns depend on the batch only through the late horizon, which moves once
+    a window: a micro-batch within the same horizon builds none of them again."""
+    empty: Tables = {name: [] for name in STATE_SCHEMAS}
+    frames = [spark.createDataFrame(readings("a", range(i, i + 10), T0 + i), READING) for i in (0, 10)]
+    advance(frames[0], T0 + 20, empty, TIMING)
+    steady = jvm_calls(lambda: advance(frames[1], T0 + 30, empty, TIMING))
+    assert steady < 250, steady  # 496 when every batch built them
