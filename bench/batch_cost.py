@@ -20,7 +20,12 @@ Per app it reports, from the app's own event log on the lab's shared volume:
 - the driver's RSS (the JVM and its Python, every process of the app's unit), sampled every 5 s;
 - the rows of the app's state (its newest version on the shared volume);
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
-but the probe), and out-of-bounds reading -> its alert arrived (the probe's).
+but the probe), and out-of-bounds reading -> its alert arrived (the probe's). For the synthetic
+devices also closing record -> aggregate: from the device's first record past the window's end
+and the device slack, which is what closes it, to the aggregate. A synthetic device sends its
+readings every `--per-record` seconds, so its event time reaches end + slack up to that long
+after a device at 1 reading/s would: the first figure holds the device's own wait, the second
+the apps' part alone.
 
     make demo && .venv/bin/python -m bench.batch_cost [--seconds 300] [--devices 10000] \
         [--java-options "C1=-XX:TieredStopAtLevel=1" --java-options "C2=-XX:TieredStopAtLevel=4"] \
@@ -30,6 +35,7 @@ but the probe), and out-of-bounds reading -> its alert arrived (the probe's).
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import statistics
 import subprocess
@@ -42,6 +48,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 import zstandard
 from kafka import KafkaProducer
 from pikit_contract import signing
@@ -50,7 +57,7 @@ from pikit_contract.readings import Reading, encode_batch
 from bench import lab as lab_
 from bench.cpu import CpuMeter
 from bench.rounds import named
-from pikit import REPO
+from pikit import REPO, role_default
 
 TOPIC = "sensor-readings"
 WINDOW_S = 60
@@ -252,16 +259,22 @@ class Watch(threading.Thread):
                         self.windows.setdefault((doc["device"], int(doc["window_start"])), now)
 
 
-def produce(
-    lab: lab_.Lab, devices: list[str], per_record: int, probe_every: float, seconds: float
-) -> tuple[int, dict[int, float]]:
-    """Readings sent by the synthetic devices, and the probe's out-of-bounds readings (seq -> ts)."""
+@dataclass
+class Sent:
+    readings: int  # the synthetic devices'
+    probes: dict[int, float]  # the probe's out-of-bounds readings: seq -> ts
+    records: dict[str, list[float]]  # synthetic device -> when it sent each record (its readings' ts)
+
+
+def produce(lab: lab_.Lab, devices: list[str], per_record: int, probe_every: float, seconds: float) -> Sent:
+    """The synthetic devices' records and the probe's readings, for `seconds`."""
     producer = KafkaProducer(
         **lab.client, acks="all", linger_ms=20, batch_size=256 * 1024, compression_type="zstd"
     )
     keys = lab.device_keys([*devices, PROBE])
     seqs = dict.fromkeys(keys, int(time.time() * 1000))
     out: dict[int, float] = {}
+    records: dict[str, list[float]] = {device: [] for device in devices}
 
     def send(device: str, values: list[float], sensor: str, metric: str) -> None:
         now = time.time()
@@ -270,6 +283,8 @@ def produce(
             seqs[device] += 1
             readings.append(Reading(device, seqs[device], sensor, metric, value, "C", now))
         value_bytes = encode_batch(device, readings)
+        if device in records:
+            records[device].append(now)
         producer.send(
             TOPIC,
             key=device.encode(),
@@ -296,7 +311,29 @@ def produce(
         time.sleep(0.01)
     producer.flush()
     producer.close()
-    return sent, out
+    return Sent(sent, out, records)
+
+
+def device_slack(contender: dict[str, Any]) -> int:
+    """The device slack the phase's apps run with: the contender's, else the lab inventory's,
+    else the spark role's default."""
+    name = "spark_device_slack_seconds"
+    lab_vars = yaml.safe_load((lab_.INVENTORY / "group_vars/all.yml").read_text())
+    return int(contender.get(name, lab_vars.get(name, role_default("spark", name))))
+
+
+def closing_to_aggregate(
+    windows: dict[tuple[str, int], float], records: dict[str, list[float]], slack: int
+) -> list[float]:
+    """Per window of a synthetic device: the aggregate's arrival less when the device sent its
+    first record stamped at or past the window's end plus the slack (the record that closed it)."""
+    found = []
+    for (device, start), arrived in windows.items():
+        sent = records.get(device, [])
+        at = bisect.bisect_left(sent, start + WINDOW_S + slack)
+        if at < len(sent):
+            found.append(arrived - sent[at])
+    return found
 
 
 def wait_for_batches(apps: Apps, since: float, timeout: float = 600) -> None:
@@ -343,21 +380,24 @@ def phase(
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     since, cpu = time.time(), CpuMeter()
-    sent, probes = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
+    sent = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
     until, cpu_share = time.time(), cpu.share()
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
     watch.stop.set()
     sampler.join()
-    end_to_window = [
-        arrived - (start + WINDOW_S)
+    ended = {
+        (device, start): arrived
         for (device, start), arrived in watch.windows.items()
         if since + args.settle <= start + WINDOW_S <= until
-    ]
-    to_alert = [watch.alerts[seq] - ts for seq, ts in probes.items() if seq in watch.alerts]
+    }
+    end_to_window = [arrived - (start + WINDOW_S) for (_, start), arrived in ended.items()]
+    closing = closing_to_aggregate(ended, sent.records, device_slack(contender))
+    to_alert = [watch.alerts[seq] - ts for seq, ts in sent.probes.items() if seq in watch.alerts]
     print(
-        f"  sent {sent:,} synthetic readings; {len(end_to_window)} windows ended in the phase arrived; "
-        f"{len(to_alert)}/{len(probes)} probe alerts arrived; while sending, {cpu_share.said()}",
+        f"  sent {sent.readings:,} synthetic readings; {len(end_to_window)} windows ended in the phase "
+        f"arrived; {len(to_alert)}/{len(sent.probes)} probe alerts arrived; "
+        f"while sending, {cpu_share.said()}",
         flush=True,
     )
     for app in APPS:
@@ -366,6 +406,10 @@ def phase(
         p50, p99 = quantiles(walls)
         latency = quantiles(end_to_window if app == "sensor_aggregates" else to_alert)
         what = "window end -> aggregate" if app == "sensor_aggregates" else "reading -> alert"
+        latency_said = f"{what}: {latency[0]:.1f} s / {latency[1]:.1f} s"
+        if app == "sensor_aggregates" and closing:
+            closing_p50, closing_p99 = quantiles(closing)
+            latency_said += f"; closing record -> aggregate: {closing_p50:.1f} s / {closing_p99:.1f} s"
         rows_in = statistics.median(b.rows for b in found) if found else 0
         jobs_said = (
             f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
@@ -375,7 +419,7 @@ def phase(
         )
         yield (
             f"| {name} | {app} | {len(found)} | {rows_in:,.0f} | {p50:.2f} s | {p99:.2f} s | {jobs_said} "
-            f"| {what}: {latency[0]:.1f} s / {latency[1]:.1f} s | {rss_said} | {apps.state_rows(app):,} |"
+            f"| {latency_said} | {rss_said} | {apps.state_rows(app):,} |"
         )
 
 
