@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
         before = store.before(batch_id)
-        judged = judge(app.right_sized(batch, "readings", batch_id), before, rules)
+        judged = judge(batch, before, rules)
         processed_at = batch_timestamp(f"{app.checkpoints}/readings", batch_id)
         silences, present = presence(judged.seen, processed_at, before["presence"], args.silent_after_seconds)
         found = judged.alerts + silences

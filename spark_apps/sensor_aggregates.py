@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         # next state are computed from it there, without another Spark job.
         processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
         before = state.before(batch_id)
-        step = advance(app.right_sized(verdicts, "stream", batch_id), processed_at, before, timing)
+        step = advance(verdicts, processed_at, before, timing)
         copy = parquet_copy(before, step.closed, processed_at, parquet_every)
         steps.done("read and summarized")
         # The state first: a crash before the Kafka commit replays the batch, which reads the

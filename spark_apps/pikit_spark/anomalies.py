@@ -19,7 +19,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from pikit_spark.grouping import grouped_by, grouping_sets
 from pikit_spark.lookup import looked_up
 from pikit_spark.moments import Moments, aggregates, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
@@ -240,17 +239,18 @@ def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_b
         fresh = above_marks(readings, {device: (seq,) for device, seq in known.marks.items()})
     judged = _judged(fresh, None if known is None else known.baseline, rules)
     plan = _summary_plan(seq_blocks)
-    summary = judged.select(*plan.selected).groupBy(*plan.grouped).agg(*plan.aggregates)
+    keyed = judged.select(*plan.keyed)
+    summary = keyed.groupingSets(plan.grouping_sets, *plan.grouped).agg(*plan.aggregates)
     return summary.where(plan.kept).select(*plan.out)
 
 
 @dataclass(frozen=True)
 class _SummaryPlan:
-    """The summary's columns: `selected` from the judged readings (a row per grouping set of
-    each, and the values aggregated), grouped by `grouped`, into `aggregates`; of those, the
-    rows where `kept` holds, as `out`."""
+    """The summary's columns: `keyed` selected from the judged readings, grouped by `grouped`
+    in `grouping_sets`, into `aggregates`; of those, the rows where `kept` holds, as `out`."""
 
-    selected: list[Column]
+    keyed: list[Column]
+    grouping_sets: list[list[Column]]
     grouped: list[Column]
     aggregates: list[Column]
     kept: Column
@@ -262,26 +262,21 @@ class _SummaryPlan:
 @functools.cache
 def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
     alert = F.col("reason").isNotNull()
-    seq_block, seq_bit = block_columns(F.lit(True))
-    keys = {
-        "kind": F.lit(_BASELINE),
-        **{c: F.col(c) for c in KEY},
+    keyed = [
+        *(F.col(c) for c in (*KEY, "seq", "value", "ts")),
+        F.lit(_BASELINE).alias("kind"),
         # An alert is also a group of its own (its reading still counts in the baseline).
-        **{f"a_{c}": F.when(alert, F.col(c)) for c in [*KEY, "seq", "unit", "reason"]},
-        "seq_block": seq_block,
-    }
-    by_key = ["kind", *KEY]
-    by_alert = [f"a_{c}" for c in [*KEY, "seq", "unit", "reason"]]
-    sets = [by_key, by_alert, BLOCK_KEY] if seq_blocks else [by_key, by_alert]
-    selected = [
-        grouping_sets(keys, sets),
-        *(F.col(c) for c in ("seq", "value", "ts")),
+        *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
         F.col("mean").alias("baseline_mean"),
         F.col("stddev").alias("baseline_stddev"),
         # The seq of a reading within its bounds: the last one says whether an excursion ended.
         F.when(~alert, F.col("seq")).alias("calm"),
-        seq_bit,
+        *block_columns(F.lit(True)),
     ]
+    by_key = [F.col(c) for c in ("kind", *KEY)]
+    by_alert = [F.col(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]]
+    blocks = [F.col(c) for c in BLOCK_KEY]
+    sets = [by_key, by_alert, blocks] if seq_blocks else [by_key, by_alert]
     aggregated = [
         *aggregates("value"),
         F.max("seq").alias("high_seq"),
@@ -305,7 +300,7 @@ def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
         *(F.col(c) for c in ["value", "max_value", "ts", "baseline_mean", "baseline_stddev"]),
     ]
     kept = kind.isNotNull() | F.col("seq_block").isNotNull()
-    return _SummaryPlan(selected, grouped_by(keys), aggregated, kept, out)
+    return _SummaryPlan(keyed, sets, [*by_key, *by_alert, F.col("seq_block")], aggregated, kept, out)
 
 
 _MOMENTS = "struct<n:double,mean:double,m2:double>"

@@ -20,8 +20,6 @@ from pikit_spark.common import (
     kafka_options,
     kafka_python_client,
     keyring_file,
-    one_task_if_small,
-    read_tasks,
     read_topic,
     session,
     setup_logging,
@@ -29,7 +27,7 @@ from pikit_spark.common import (
 )
 from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
-from pikit_spark.sink import TransactionalSink, batch_records
+from pikit_spark.sink import TransactionalSink
 
 # How often a running app looks at its keyring file: a revoked device's forgeries are counted
 # until its next look and batch (the brokers refuse the device itself first).
@@ -71,12 +69,6 @@ class StreamingApp:
         """The readings topic's records, as a stream."""
         kafka = kafka_options(self.args.kafka_properties)
         return read_topic(self.spark, kafka, self.args.readings_topic, self.args)
-
-    def right_sized(self, batch: DataFrame, stream: str, batch_id: int) -> DataFrame:
-        """Micro-batch `batch_id` of the query `stream`, in one task when it holds few records
-        (common.one_task_if_small), as counted from the query's offset log before it runs."""
-        records = batch_records(f"{self.checkpoints}/{stream}", batch_id)
-        return one_task_if_small(batch, records, read_tasks(self.spark, self.args))
 
     def run(
         self, frame: Callable[[Keyring | None], DataFrame], process: BatchFunction, stream: str, what: str

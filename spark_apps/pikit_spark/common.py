@@ -293,26 +293,7 @@ def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: arg
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
     )
-    tasks = read_tasks(spark, args)
+    # One task per executor core, each reading a few of the topic's partitions: a task per
+    # partition queued up behind the cores, at a launch's cost each, at every micro-batch.
+    tasks = cores(spark) if args.read_tasks is None else args.read_tasks
     return records.coalesce(tasks) if tasks else records
-
-
-def read_tasks(spark: SparkSession, args: argparse.Namespace) -> int:
-    """The tasks that read a micro-batch: one per executor core, each reading a few of the topic's
-    partitions (a task per partition queued up behind the cores, at a launch's cost each, at every
-    micro-batch); 0: one per partition."""
-    return cores(spark) if args.read_tasks is None else int(args.read_tasks)
-
-
-# A micro-batch of at most this many records is read and summarized in one task, one stage: its
-# summary needs no shuffle (pikit_spark/grouping.py). On the lab a stage costs 0.1-0.3 s whatever
-# it carries, about what one core takes to parse and check this many signed records.
-ONE_TASK_RECORDS = 200
-
-
-def one_task_if_small(batch: DataFrame, records: int | None, tasks: int) -> DataFrame:
-    """`batch` in one task when it holds at most ONE_TASK_RECORDS records (`records`, known before
-    the batch runs), else as it is read (`tasks`)."""
-    if tasks == 1 or records is None or records > ONE_TASK_RECORDS:
-        return batch
-    return batch.coalesce(1)

@@ -37,7 +37,6 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from pikit_spark.batch_values import at_most, whole_seconds
-from pikit_spark.grouping import grouped_by, grouping_sets
 from pikit_spark.moments import aggregates, pool
 from pikit_spark.seqs import (
     BLOCK_KEY,
@@ -271,15 +270,22 @@ def summarize(
     # A dead letter has no device: kept.
     rows = above_marks(_as_verdicts(verdicts), marks, names=("high_seq", "was_closed"))
     plan = _summary_plan(horizon_end, timing, marked=bool(marks), seq_blocks=seq_blocks)
-    return rows.select(*plan.selected).groupBy(*plan.grouped).agg(*plan.aggregates)
+    keyed = rows.select(*plan.keyed)
+    grouped = (
+        keyed.groupingSets(plan.grouping_sets, *plan.grouped)
+        if plan.grouping_sets
+        else keyed.groupBy(*plan.grouped)
+    )
+    return grouped.agg(*plan.aggregates)
 
 
 @dataclass(frozen=True)
 class _SummaryPlan:
-    """The summary's columns: `selected` from the verdicts (a row per grouping set of each, and
-    the values aggregated), grouped by `grouped`, into `aggregates`."""
+    """The summary's columns: `keyed` selected from the verdicts, grouped by `grouped` (in
+    `grouping_sets` when given), into `aggregates`."""
 
-    selected: list[Column]
+    keyed: list[Column]
+    grouping_sets: list[list[Column]]
     grouped: list[Column]
     aggregates: list[Column]
 
@@ -297,24 +303,36 @@ def _summary_plan(horizon_end: int, timing: Timing, *, marked: bool, seq_blocks:
     late_reason = F.when(closed_before, F.lit(LATE_CLOSED)).when(too_old, F.lit(LATE_HORIZON))
     dead = F.col("reason").isNotNull()
     kind = F.when(dead, F.lit(DEAD)).when(late_reason.isNotNull(), F.lit(LATE)).otherwise(F.lit(ON_TIME))
-    seq_block, seq_bit = block_columns(~dead)
+    keyed = [
+        *(F.col(c) for c in ("device", "seq", "sensor", "metric", "value", "unit", "ts")),
+        kind.alias("kind"),
+        window_start.alias("window_start"),
+        F.coalesce(F.col("reason"), late_reason).alias("reason"),
+        # A late reading and a dead letter are each a group of their own.
+        F.when(kind == LATE, F.col("seq")).alias("late_seq"),
+        F.when(dead, F.struct("topic", "partition", "offset", "index")).alias("dead_at"),
+        *block_columns(~dead),
+        F.when(dead, F.col("key")).alias("key"),
+        F.when(dead, F.col("record")).alias("record"),
+    ]
     # Every text and byte string is a key, so that each aggregate is a fixed-width number and
     # Spark aggregates in a hash map; a text aggregate (max(unit)) would sort every reading.
-    keys = {
-        "kind": kind,
-        **{c: F.col(c) for c in ("device", "sensor", "metric", "unit")},
-        "window_start": window_start,
-        "reason": F.coalesce(F.col("reason"), late_reason),
-        # A late reading and a dead letter are each a group of their own.
-        "late_seq": F.when(kind == LATE, F.col("seq")),
-        "dead_at": F.when(dead, F.struct("topic", "partition", "offset", "index")),
-        "key": F.when(dead, F.col("key")),
-        "record": F.when(dead, F.col("record")),
-        "seq_block": seq_block,
-    }
-    by_window = [name for name in keys if name != "seq_block"]
-    sets = [by_window, BLOCK_KEY] if seq_blocks else [by_window]
-    selected = [grouping_sets(keys, sets), *(F.col(c) for c in ("value", "seq", "ts")), seq_bit]
+    by_window = [
+        F.col(c)
+        for c in (
+            "kind",
+            "device",
+            "sensor",
+            "metric",
+            "unit",
+            "window_start",
+            "reason",
+            "late_seq",
+            "dead_at",
+            "key",
+            "record",
+        )
+    ]
     aggregated = [
         *aggregates("value"),
         F.min("value").alias("min"),
@@ -324,7 +342,11 @@ def _summary_plan(horizon_end: int, timing: Timing, *, marked: bool, seq_blocks:
         F.max("ts").alias("high_ts"),
         *block_aggregates(),
     ]
-    return _SummaryPlan(selected, grouped_by(keys), aggregated)
+    if seq_blocks:
+        blocks = [F.col(c) for c in BLOCK_KEY]
+        return _SummaryPlan(keyed, [by_window, blocks], [*by_window, F.col("seq_block")], aggregated)
+    no_block = F.lit(None).cast("long").alias("seq_block")
+    return _SummaryPlan(keyed, [], [*by_window, no_block], aggregated)
 
 
 def _as_verdicts(rows: DataFrame) -> DataFrame:

@@ -90,26 +90,6 @@ def batch_timestamp(checkpoint: str, batch_id: int) -> float:
     return int(json.loads(lines[1])["batchTimestampMs"]) / 1000
 
 
-def batch_records(checkpoint: str, batch_id: int) -> int | None:
-    """How many records a micro-batch of one Kafka source holds, from its offsets and the batch
-    before's in `<checkpoint>/offsets`, before any Spark job; None when the batch before is not
-    there to say (the query's first batch) or a partition is new."""
-    offsets = Path(checkpoint) / "offsets"
-    try:
-        ends, starts = (_source_offsets(offsets / str(batch)) for batch in (batch_id, batch_id - 1))
-    except FileNotFoundError:
-        return None
-    if starts.keys() != ends.keys():
-        return None
-    return sum(end - starts[partition] for partition, end in ends.items())
-
-
-def _source_offsets(path: Path) -> dict[tuple[str, str], int]:
-    """A Kafka source's end offset per topic partition, from an offset log file (its third line)."""
-    source = json.loads(path.read_text().splitlines()[2])
-    return {(topic, part): offset for topic, ends in source.items() for part, offset in ends.items()}
-
-
 class BoundedProducer(KafkaProducer):  # type: ignore[misc]
     """kafka-python's producer whose transactional calls wait `timeout` seconds at most.
 
