@@ -16,7 +16,9 @@ each out-of-bounds reading starts an excursion, which must raise one alert.
 
 Per app it reports, from the app's own event log on the lab's shared volume:
 - each micro-batch's wall time (Spark's `triggerExecution`: median, p99) and input rows;
-- the Spark jobs each batch ran (jobs submitted between the batch's start and its end);
+- the Spark jobs each batch ran (jobs submitted between the batch's start and its end), and where
+  its time went (medians, printed per phase): Spark's planning, its offset and commit logs, its
+  jobs, and the driver's own work around them;
 - the driver's RSS (the JVM and its Python, every process of the app's unit), sampled every 5 s;
 - the rows of the app's state (its newest version on the shared volume);
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
@@ -202,6 +204,21 @@ class Batch:
     wall_s: float
     rows: int
     jobs: int = 0
+    jobs_s: float = 0.0  # the wall time of its Spark jobs, submission to completion, summed
+    durations: dict[str, float] = field(default_factory=dict)  # Spark's durationMs, in s
+
+    def parts(self) -> dict[str, float]:
+        """Where the batch's wall time went: Spark's planning of it, its offset and commit
+        logs, its Spark jobs, and the driver's own work around the jobs in foreachBatch (the
+        summary's plan, the fold, the state and the sink)."""
+        d = self.durations
+        logs = sum(d.get(k, 0.0) for k in ("latestOffset", "getBatch", "walCommit", "commitOffsets"))
+        return {
+            "planning": d.get("queryPlanning", 0.0),
+            "offset and commit logs": logs,
+            "Spark jobs": self.jobs_s,
+            "driver": max(d.get("addBatch", 0.0) - self.jobs_s, 0.0),
+        }
 
 
 def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Batch]:
@@ -216,20 +233,30 @@ def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Ba
         started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
         rows = sum(source.get("numInputRows", 0) for source in progress.get("sources", []))
         if since <= started < until and rows:
-            wall = progress["durationMs"]["triggerExecution"] / 1000
-            found.append(Batch(progress["batchId"], started, wall, rows))
+            durations = {k: v / 1000 for k, v in progress["durationMs"].items()}
+            wall = durations["triggerExecution"]
+            found.append(Batch(progress["batchId"], started, wall, rows, durations=durations))
+    ended = {
+        e["Job ID"]: e["Completion Time"] / 1000 for e in events if e.get("Event") == "SparkListenerJobEnd"
+    }
     jobs = [
-        (e["Submission Time"] / 1000, e.get("Properties", {}).get("streaming.sql.batchId"))
+        (
+            e["Submission Time"] / 1000,
+            e.get("Properties", {}).get("streaming.sql.batchId"),
+            ended.get(e["Job ID"]),
+        )
         for e in events
         if e.get("Event") == "SparkListenerJobStart"
     ]
     for batch in found:
-        batch.jobs = sum(
-            1
-            for at, tag in jobs
+        mine = [
+            (at, end)
+            for at, tag, end in jobs
             if tag == str(batch.batch_id)
             or (tag is None and batch.started <= at <= batch.started + batch.wall_s)
-        )
+        ]
+        batch.jobs = len(mine)
+        batch.jobs_s = sum(end - at for at, end in mine if end is not None)
     return found
 
 
@@ -411,6 +438,13 @@ def phase(
             closing_p50, closing_p99 = quantiles(closing)
             latency_said += f"; closing record -> aggregate: {closing_p50:.1f} s / {closing_p99:.1f} s"
         rows_in = statistics.median(b.rows for b in found) if found else 0
+        if found:
+            parts = {k: statistics.median(b.parts()[k] for b in found) for k in found[0].parts()}
+            print(
+                f"  {app}, where a batch goes (medians): "
+                + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()),
+                flush=True,
+            )
         jobs_said = (
             f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
         )

@@ -1,8 +1,11 @@
-"""bench.batch_cost's split of a window's latency: the device's own wait, then the apps' part."""
+"""bench.batch_cost's splits: a window's latency into the device's wait and the apps' part, a batch's
+wall time into Spark's planning, its logs, its jobs and the driver's own work."""
 
 from __future__ import annotations
 
-from bench.batch_cost import WINDOW_S, closing_to_aggregate
+from typing import Any
+
+from bench.batch_cost import PROGRESS_EVENT, WINDOW_S, batches, closing_to_aggregate
 
 
 def test_the_closing_record_is_the_first_sent_past_the_windows_end_and_the_slack() -> None:
@@ -16,3 +19,43 @@ def test_the_closing_record_is_the_first_sent_past_the_windows_end_and_the_slack
 
 def test_a_window_whose_closing_record_was_never_sent_is_left_out() -> None:
     assert closing_to_aggregate({("bench-1", 0): 90.0}, {"bench-1": [5.0, 15.0]}, slack=8) == []
+
+
+def test_a_batch_is_split_into_planning_logs_jobs_and_the_drivers_work() -> None:
+    progress = {
+        "batchId": 7,
+        "timestamp": "2026-11-30T12:00:00.000Z",
+        "sources": [{"numInputRows": 15}],
+        "durationMs": {
+            "triggerExecution": 1400,
+            "queryPlanning": 200,
+            "latestOffset": 30,
+            "walCommit": 20,
+            "addBatch": 1100,
+            "commitOffsets": 10,
+        },
+    }
+    start = 1_796_040_000.0  # 2026-11-30T12:00:00Z
+
+    def job(number: int, at: float, took: float, tag: str | None) -> list[dict[str, Any]]:
+        properties = {"streaming.sql.batchId": tag} if tag else {}
+        return [
+            {
+                "Event": "SparkListenerJobStart",
+                "Job ID": number,
+                "Submission Time": at * 1000,
+                "Properties": properties,
+            },
+            {"Event": "SparkListenerJobEnd", "Job ID": number, "Completion Time": (at + took) * 1000},
+        ]
+
+    events: list[dict[str, Any]] = [
+        {"Event": PROGRESS_EVENT, "progress": progress},
+        *job(1, start + 0.3, 0.15, "7"),  # the keys' broadcast, tagged
+        *job(2, start + 0.8, 0.35, None),  # a job of the driver's own thread, while the batch ran
+        *job(3, start + 9.0, 0.5, None),  # after the batch: not its own
+    ]
+    (batch,) = batches(events, start - 1, start + 1)
+    assert (batch.jobs, round(batch.jobs_s, 3), batch.wall_s) == (2, 0.5, 1.4)
+    parts = {k: round(v, 3) for k, v in batch.parts().items()}
+    assert parts == {"planning": 0.2, "offset and commit logs": 0.06, "Spark jobs": 0.5, "driver": 0.6}
