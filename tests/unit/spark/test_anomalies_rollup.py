@@ -192,7 +192,7 @@ def _empty() -> dict[str, list[Any]]:
 def test_a_batch_builds_its_summary_in_few_jvm_calls(spark: SparkSession, jvm_calls: JobCounter) -> None:
     """The summary's columns are the same in every micro-batch: built once, not per batch."""
     rules = Rules((Threshold("sim", "temperature", None, 30.0),), min_samples=5)
-    first = judge(_readings(spark, [20.0, 21.0], 0), {name: [] for name in STATE_SCHEMAS}, rules)
+    first = judge(_readings(spark, [20.0, 21.0], 0), _empty(), rules)
     frame = _readings(spark, [20.5, 21.5], 2)
     steady = jvm_calls(lambda: judge(frame, first.state, rules))
     assert steady < 250, steady  # 592 when every batch built them
