@@ -439,7 +439,8 @@ def phase(
             latency_said += f"; closing record -> aggregate: {closing_p50:.1f} s / {closing_p99:.1f} s"
         rows_in = statistics.median(b.rows for b in found) if found else 0
         if found:
-            parts = {k: statistics.median(b.parts()[k] for b in found) for k in found[0].parts()}
+            split = [b.parts() for b in found]
+            parts = {k: statistics.median(one[k] for one in split) for k in split[0]}
             print(
                 f"  {app}, where a batch goes (medians): "
                 + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()),
