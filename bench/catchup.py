@@ -15,7 +15,8 @@ Needs the demo's lab, converged (`make demo`). The bench:
    - bench/spark_count.py --peer, which folds them into plain per-minute windows with
      `from_json` and no validation, state or output: what any parser pays;
    - with `--contenders ...,agg-c2,peer-c2`, the app and the peer on the JVM's own JIT (C2)
-     instead of the deployed `spark_app_java_options` (C1 only);
+     instead of the deployed `spark_app_java_options`' C1 only; with `agg-g1,peer-g1`, on the
+     G1 collector instead of its serial one; each otherwise with the deployed options;
    in rotating order;
 4. restarts what it stopped and deletes its topics and ACLs.
 
@@ -37,7 +38,7 @@ import shlex
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka import KafkaProducer
@@ -79,11 +80,25 @@ CONTENDERS = {
     "plain peer: from_json + windows": "peer",
     "sensor_aggregates, C2 JIT": "agg-c2",
     "plain peer, C2 JIT": "peer-c2",
+    "sensor_aggregates, G1 GC": "agg-g1",
+    "plain peer, G1 GC": "peer-g1",
 }
 DEFAULT_CONTENDERS = "agg,agg-wide,count,peer"
-# The JVM's own JIT (C2 after C1) for the driver and the executors, over the deployed options
-# (spark_app_java_options: C1 only, which a restart pays less for): what a long read pays for it.
-C2_JIT = [f"--conf=spark.{side}.extraJavaOptions=-XX:TieredStopAtLevel=4" for side in ("driver", "executor")]
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+# A contender key's suffix -> the JVM options it runs with instead of the deployed ones
+# (spark_app_java_options: C1 only, which a restart pays less for, and the serial collector):
+# the JVM's own JIT (C2 after C1), what a long read pays for C1; G1, the JVM's own collector.
+def _c2(deployed: list[str]) -> list[str]:
+    return [*deployed, "-XX:TieredStopAtLevel=4"]  # the last of a repeated option counts
+
+
+def _g1(deployed: list[str]) -> list[str]:
+    return [*(o for o in deployed if o != "-XX:+UseSerialGC"), "-XX:+UseG1GC"]  # one collector only
+
+
+JVM_VARIANTS: dict[str, Callable[[list[str]], list[str]]] = {"-c2": _c2, "-g1": _g1}
 STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
@@ -117,6 +132,20 @@ class SubmitLine:
         # <spark_shared_dir>/checkpoints/sensor_aggregates: the storage every Spark node shares.
         checkpoint = self.app_args[self.app_args.index("--checkpoint-dir") + 1]
         self.work = f"{checkpoint.rstrip('/').rsplit('/', 2)[0]}/bench-catchup"
+        defaults = sh(master, "cat", f"{self.properties.rsplit('/', 1)[0]}/spark-defaults.conf")
+        # spark.driver.extraJavaOptions: the deployed spark_app_java_options, the executors' too.
+        self.java_options = next(
+            (shlex.split(line)[1:] for line in defaults.splitlines() if line.startswith(JAVA_OPTIONS)), []
+        )
+
+    def with_jvm(self, cmd: list[str], key: str) -> list[str]:
+        """`cmd` with the JVM options that the contender `key`'s suffix names, if any."""
+        variant = next((v for suffix, v in JVM_VARIANTS.items() if key.endswith(suffix)), None)
+        if variant is None:
+            return cmd
+        options = shlex.join(variant(self.java_options))
+        confs = [f"--conf=spark.{side}.extraJavaOptions={options}" for side in ("driver", "executor")]
+        return [cmd[0], *confs, *cmd[1:]]
 
     def aggregates(self, run: str) -> list[str]:
         return [
@@ -314,9 +343,10 @@ def main() -> None:
                         "peer": submit.count(run, "--peer"),
                         "agg-c2": submit.aggregates(run),
                         "peer-c2": submit.count(run, "--peer"),
+                        "agg-g1": submit.aggregates(run),
+                        "peer-g1": submit.count(run, "--peer"),
                     }[CONTENDERS[name]]
-                    if CONTENDERS[name].endswith("-c2"):
-                        cmd[1:1] = C2_JIT
+                    cmd = submit.with_jvm(cmd, CONTENDERS[name])
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
                         events = {
