@@ -37,10 +37,12 @@ from bench.rounds import named
 DEFAULTS = "/etc/spark/spark-defaults.conf"
 BEGIN, END = "# bench.restart_cost: begin", "# bench.restart_cost: end"
 C2, C1 = "-XX:TieredStopAtLevel=4", "-XX:TieredStopAtLevel=1"
+SERIAL = "-XX:+UseSerialGC"
 # name -> (the driver's options, the executors' options)
 CONTENDERS = {
-    "C2 (the JVM's default)": (C2, C2),
-    "C1 only (the kit's default)": (C1, C1),
+    "C2, G1 (the JVM's default)": (C2, C2),
+    "C1 only, G1": (C1, C1),
+    "C1 only, serial collector (the kit's default)": (f"{C1} {SERIAL}", f"{C1} {SERIAL}"),
 }
 # Past this a turn fails: the fault suite's own stall bound.
 BOUND_S = 300
