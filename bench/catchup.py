@@ -132,7 +132,7 @@ class SubmitLine:
         # <spark_shared_dir>/checkpoints/sensor_aggregates: the storage every Spark node shares.
         checkpoint = self.app_args[self.app_args.index("--checkpoint-dir") + 1]
         self.work = f"{checkpoint.rstrip('/').rsplit('/', 2)[0]}/bench-catchup"
-        defaults = sh(master, "cat", f"{self.properties.rsplit('/', 1)[0]}/spark-defaults.conf")
+        defaults = sh(master, "cat", lab_.SPARK_DEFAULTS)
         # spark.driver.extraJavaOptions: the deployed spark_app_java_options, the executors' too.
         self.java_options = next(
             (shlex.split(line)[1:] for line in defaults.splitlines() if line.startswith(JAVA_OPTIONS)), []

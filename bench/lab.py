@@ -19,6 +19,8 @@ from pikit.site import Site
 from pikit.topic import mtls_client
 
 INVENTORY = REPO / "inventory/lab"
+# The apps' Spark defaults on the master (spark_conf_dir): spark_app_java_options among them.
+SPARK_DEFAULTS = "/etc/spark/spark-defaults.conf"
 
 
 @dataclass(frozen=True)

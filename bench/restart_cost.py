@@ -34,7 +34,6 @@ from bench import lab as lab_
 from bench.batch_cost import APPS
 from bench.rounds import named
 
-DEFAULTS = "/etc/spark/spark-defaults.conf"
 BEGIN, END = "# bench.restart_cost: begin", "# bench.restart_cost: end"
 C2, C1 = "-XX:TieredStopAtLevel=4", "-XX:TieredStopAtLevel=1"
 SERIAL = "-XX:+UseSerialGC"
@@ -114,8 +113,8 @@ class Restarts:
         raise SystemExit(f"{self.unit}: no commit within {BOUND_S} s of {since:.0f}: a stall")
 
     def set_options(self, options: tuple[str, str] | None) -> None:
-        conf = sh(self.master, f"cat {DEFAULTS}")
-        sh(self.master, f"cat > {DEFAULTS}", with_options(conf, options))
+        conf = sh(self.master, f"cat {lab_.SPARK_DEFAULTS}")
+        sh(self.master, f"cat > {lab_.SPARK_DEFAULTS}", with_options(conf, options))
 
     def journal(self, since: float) -> list[tuple[float, str]]:
         out = sh(self.master, f"journalctl -u {self.unit} --since @{since:.0f} -o short-unix --no-pager -q")
