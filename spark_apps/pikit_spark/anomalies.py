@@ -164,7 +164,11 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
         undecided=undecided,
     )
     out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
-    calm = {tuple(row[c] for c in KEY): row["calm_seq"] for row in summary if row["kind"] == _BASELINE}
+    calm = {
+        tuple(row[c] for c in KEY): (row["first_calm_seq"], row["calm_seq"])
+        for row in summary
+        if row["kind"] == _BASELINE and row["calm_seq"] is not None
+    }
     found, excursions = excursion_starts(out, calm, state.get("excursions", []))
     for row in summary:
         if row["kind"] != _BASELINE:
@@ -186,13 +190,18 @@ def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
 
 
 def excursion_starts(
-    out: list[dict[str, Any]], calm: dict[tuple[Any, ...], int | None], open_before: list[TableRow]
+    out: list[dict[str, Any]], calm: dict[tuple[Any, ...], tuple[int, int]], open_before: list[TableRow]
 ) -> tuple[list[dict[str, Any]], list[TableRow]]:
-    """One alert per excursion, not one per reading: the batch's out-of-bounds readings, the last
-    in-bounds seq of each key in the batch, and the excursions under way before it -> the alerts
-    that start an excursion (its first reading out, with how many of the batch's readings were
-    out) and the excursions under way after it. An excursion ends with a reading back within
-    bounds; within one micro-batch it counts once, whatever happened between its readings."""
+    """One alert per excursion, not one per reading: the batch's out-of-bounds readings, the
+    first and last in-bounds seqs of each key that has one in the batch, and the excursions
+    under way before it -> the alerts that start an excursion (its first reading out, with how
+    many of the batch's readings were out) and the excursions under way after it.
+
+    An excursion ends with a reading back within bounds. A key raises at most one alert a
+    micro-batch, at its first reading out that does not continue an excursion under way before
+    the batch: one under way goes on until the batch's first reading back, and a reading out
+    after that starts the next. Past that, within one batch, excursions count once, whatever
+    happened between their readings."""
     by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for alert in out:
         by_key.setdefault(tuple(alert[c] for c in KEY), []).append(alert)
@@ -200,15 +209,19 @@ def excursion_starts(
     starts = []
     for key, alerts in sorted(by_key.items()):
         alerts.sort(key=lambda a: a["seq"])
-        if key not in under_way:
-            starts.append({**alerts[0], "readings_out": len(alerts)})
-        back = calm.get(key)
-        if back is None or back < alerts[-1]["seq"]:
+        first_back, last_back = calm.get(key, (None, None))
+        if key in under_way:  # it goes on until the batch's first reading back within bounds
+            new = [a for a in alerts if first_back is not None and a["seq"] > first_back]
+        else:
+            new = alerts
+        if new:
+            starts.append({**new[0], "readings_out": len(alerts)})
+        if last_back is None or last_back < alerts[-1]["seq"]:
             under_way.add(key)
         else:
             under_way.discard(key)
     for key in under_way - set(by_key):
-        if calm.get(key) is not None:
+        if key in calm:
             under_way.discard(key)  # only readings within bounds this batch: it ended
     return starts, sorted(under_way)
 
@@ -269,7 +282,8 @@ def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
         *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
         F.col("mean").alias("baseline_mean"),
         F.col("stddev").alias("baseline_stddev"),
-        # The seq of a reading within its bounds: the last one says whether an excursion ended.
+        # The seq of a reading within its bounds: the first ends an excursion under way before
+        # the batch, the last says whether one is under way after it.
         F.when(~alert, F.col("seq")).alias("calm"),
         *block_columns(F.lit(True)),
     ]
@@ -281,6 +295,7 @@ def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
         *aggregates("value"),
         F.max("seq").alias("high_seq"),
         F.min("seq").alias("low_seq"),
+        F.min("calm").alias("first_calm_seq"),
         F.max("calm").alias("calm_seq"),
         F.min("value").alias("value"),
         F.max("value").alias("max_value"),
@@ -295,7 +310,8 @@ def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
     out = [
         kind.alias("kind"),
         *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        *(F.col(c) for c in ["seq_block", "n", "mean", "m2", "high_seq", "low_seq", "calm_seq", "seq_bits"]),
+        *(F.col(c) for c in ["seq_block", "n", "mean", "m2", "high_seq", "low_seq"]),
+        *(F.col(c) for c in ["first_calm_seq", "calm_seq", "seq_bits"]),
         *(F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")),
         *(F.col(c) for c in ["value", "max_value", "ts", "baseline_mean", "baseline_stddev"]),
     ]

@@ -1,11 +1,11 @@
 """What anomaly_alerts must output, computed in plain Python (no Spark) from the raw topic.
 
 anomaly_alerts decides per micro-batch: a reading is judged against its key's baseline as it
-was when the batch began, an excursion counts once per batch, and a device is silent or back at
-the batch's timestamp. So the model replays the app's batches, which Spark's offset log records
-(`<checkpoint>/readings/offsets/<id>`: each partition's end offset and the batch's timestamp,
-the same on a replay after a crash). Each batch is the raw topic's records between the previous
-batch's end offsets and its own, and the model keeps what the app keeps:
+was when the batch began, a key raises at most one excursion alert per batch, and a device is
+silent or back at the batch's timestamp. So the model replays the app's batches, which Spark's
+offset log records (`<checkpoint>/readings/offsets/<id>`: each partition's end offset and the
+batch's timestamp, the same on a replay after a crash). Each batch is the raw topic's records
+between the previous batch's end offsets and its own, and the model keeps what the app keeps:
 
 - per device, the highest seq counted: a reading at or below it is a resend, and a seq twice in
   one batch counts once;
@@ -131,14 +131,15 @@ class AlertsModel:
             if r.seq > self.high_seq.get(r.device, -1):
                 fresh.setdefault((r.device, r.seq), r)
         out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        calm: dict[tuple[str, str, str], int] = {}
+        calm: dict[tuple[str, str, str], tuple[int, int]] = {}  # the first and last seq within bounds
         values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
         for r in fresh.values():
             key = (r.device, r.sensor, r.metric)
             values[key].append(r.value)
             reason, mean, stddev = self._judge(r, self.baselines.get(key))
             if reason is None:
-                calm[key] = max(calm.get(key, r.seq), r.seq)
+                first, last = calm.get(key, (r.seq, r.seq))
+                calm[key] = (min(first, r.seq), max(last, r.seq))
             else:
                 out[key].append(_reading_alert(r, reason, mean, stddev))
         found = self._excursion_starts(out, calm)
@@ -160,14 +161,19 @@ class AlertsModel:
         return reason, baseline.mean, stddev
 
     def _excursion_starts(
-        self, out: dict[tuple[str, str, str], list[dict[str, Any]]], calm: dict[tuple[str, str, str], int]
+        self,
+        out: dict[tuple[str, str, str], list[dict[str, Any]]],
+        calm: dict[tuple[str, str, str], tuple[int, int]],
     ) -> list[dict[str, Any]]:
         starts = []
         for key, alerts in sorted(out.items()):
             alerts.sort(key=lambda a: a["seq"])
-            if key not in self.under_way:
-                starts.append({**alerts[0], "readings_out": len(alerts)})
-            if calm.get(key, -1) > alerts[-1]["seq"]:
+            first_back, last_back = calm.get(key, (-1, -1))
+            # An excursion under way goes on until the batch's first reading back within bounds.
+            after = [a for a in alerts if key not in self.under_way or 0 <= first_back < a["seq"]]
+            if after:
+                starts.append({**after[0], "readings_out": len(alerts)})
+            if last_back > alerts[-1]["seq"]:
                 self.under_way.discard(key)
             else:
                 self.under_way.add(key)

@@ -31,8 +31,9 @@ SILENT_AFTER_S = 30.0
 
 def _stream(seed: int, batches: int) -> list[list[Reading]]:
     """Three devices, a batch every 10 s: normal values with spikes and threshold breaks, some
-    excursions spanning batches, resends within a batch and of an earlier batch, and edge-3
-    silent from batch 8 to 13."""
+    excursions spanning batches (edge-1's over batches 20-21, back within bounds and out again
+    in batch 22), resends within a batch and of an earlier batch, and edge-3 silent from batch
+    8 to 13."""
     rng = random.Random(seed)
     seqs = dict.fromkeys(("edge-1", "edge-2", "edge-3"), 0)
     sent: list[Reading] = []
@@ -49,6 +50,9 @@ def _stream(seed: int, batches: int) -> list[list[Reading]]:
                     value += rng.choice((-1, 1)) * rng.uniform(6, 15)  # a spike, maybe past a limit
                 if b in (20, 21) and device == "edge-1":
                     value = 40.0  # an excursion over two batches
+                if b == 22 and device == "edge-1":
+                    # back within bounds, then out again: it ends, and the next one starts
+                    value = 40.0 if rows and rows[-1].device == device else 20.0
                 rows.append(Reading(device, seqs[device], "simulated", "temperature", value, "C", now))
                 seqs[device] += 1
         if rows and rng.random() < 0.3:
@@ -84,6 +88,9 @@ def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession
         state = {**judged.state, "presence": present}
         app_alerts += [value for _, value, _ in as_kafka_records(judged.alerts + silences)]
         expected += model.batch(rows, at)
+    # Batch 22 began with edge-1's excursion under way; it came back within bounds and went out again.
+    batch_22 = {r.seq for r in _stream(7, 30)[22] if r.device == "edge-1" and r.value == 40.0}
+    assert [a["seq"] for a in map(json.loads, app_alerts) if a["seq"] in batch_22 and a["device"] == "edge-1"]
     kinds = {kind_of(json.loads(value)) for value in app_alerts}
     # The stream raised every kind of alert: threshold, deviation, silent and back.
     assert {"above", "deviation", "silent", "back"} <= kinds, kinds

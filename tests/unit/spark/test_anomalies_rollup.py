@@ -116,18 +116,26 @@ def test_one_alert_per_excursion_across_batches() -> None:
         ]
 
     # Out at 3 and 4, back at 5: one alert, and the excursion is over.
-    starts, under_way = excursion_starts(out(4, 3), {key: 5}, [])
+    starts, under_way = excursion_starts(out(4, 3), {key: (5, 5)}, [])
     assert [(a["seq"], a["readings_out"]) for a in starts] == [(3, 2)] and under_way == []
     # Out from 7 to the end of the batch: it goes on into the next one, which raises nothing new.
-    starts, under_way = excursion_starts(out(7, 8), {key: 6}, under_way)
+    starts, under_way = excursion_starts(out(7, 8), {key: (6, 6)}, under_way)
     assert [a["seq"] for a in starts] == [7] and under_way == [key]
-    starts, under_way = excursion_starts(out(9, 10), {key: None}, under_way)
+    starts, under_way = excursion_starts(out(9, 10), {}, under_way)
     assert starts == [] and under_way == [key]
     # Back within bounds only: over, and the next reading out is a new excursion.
-    starts, under_way = excursion_starts([], {key: 11}, under_way)
+    starts, under_way = excursion_starts([], {key: (11, 11)}, under_way)
     assert starts == [] and under_way == []
-    starts, under_way = excursion_starts(out(12), {key: None}, under_way)
-    assert [a["seq"] for a in starts] == [12]
+    starts, under_way = excursion_starts(out(12), {}, under_way)
+    assert [a["seq"] for a in starts] == [12] and under_way == [key]
+    # The excursion under way ends at 13, back within bounds, and 14 starts the next in the
+    # same batch: its alert, although the batch began with one under way.
+    starts, under_way = excursion_starts(out(14), {key: (13, 13)}, under_way)
+    assert [(a["seq"], a["readings_out"]) for a in starts] == [(14, 1)] and under_way == [key]
+    # Under way, out at 15, back at 16, out at 17 and 18, back at 19: 15 goes on with the
+    # excursion, 17 starts the next, which ends at 19.
+    starts, under_way = excursion_starts(out(15, 17, 18), {key: (16, 19)}, under_way)
+    assert [(a["seq"], a["readings_out"]) for a in starts] == [(17, 3)] and under_way == []
 
 
 def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
