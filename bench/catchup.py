@@ -82,6 +82,10 @@ CONTENDERS = {
     "plain peer, C2 JIT": "peer-c2",
     "sensor_aggregates, G1 GC": "agg-g1",
     "plain peer, G1 GC": "peer-g1",
+    "sensor_aggregates, huge methods JIT-compiled": "agg-hugejit",
+    "plain peer, huge methods JIT-compiled": "peer-hugejit",
+    "sensor_aggregates, huge methods interpreted": "agg-hugeint",
+    "plain peer, huge methods interpreted": "peer-hugeint",
 }
 DEFAULT_CONTENDERS = "agg,agg-wide,count,peer"
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -98,7 +102,30 @@ def _g1(deployed: list[str]) -> list[str]:
     return [*(o for o in deployed if o != "-XX:+UseSerialGC"), "-XX:+UseG1GC"]  # one collector only
 
 
-JVM_VARIANTS: dict[str, Callable[[list[str]], list[str]]] = {"-c2": _c2, "-g1": _g1}
+def _huge_methods(compiled: bool) -> Callable[[list[str]], list[str]]:
+    """Whether the JIT compiles a method of more than 8,000 bytes of bytecode (HotSpot's
+    HugeMethodLimit), as Spark's whole-stage code generation writes for the parse."""
+
+    def variant(deployed: list[str]) -> list[str]:
+        kept = [o for o in deployed if not o.endswith("DontCompileHugeMethods")]
+        return [*kept, f"-XX:{'-' if compiled else '+'}DontCompileHugeMethods"]
+
+    return variant
+
+
+JVM_VARIANTS: dict[str, Callable[[list[str]], list[str]]] = {
+    "-c2": _c2,
+    "-g1": _g1,
+    "-hugejit": _huge_methods(compiled=True),
+    "-hugeint": _huge_methods(compiled=False),
+}
+
+
+def without_jvm_variant(key: str) -> str:
+    """The contender `key` without its JVM variant's suffix: the app it runs."""
+    return next((key.removesuffix(suffix) for suffix in JVM_VARIANTS if key.endswith(suffix)), key)
+
+
 STOPPED = {
     "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
@@ -336,17 +363,14 @@ def main() -> None:
                 order = list(CONTENDERS)
                 for name in order[r % len(order) :] + order[: r % len(order)]:
                     run = f"r{r}-{CONTENDERS[name]}-{int(time.time())}"
+                    key = CONTENDERS[name]
                     cmd = {
                         "agg": submit.aggregates(run),
                         "agg-wide": [*submit.aggregates(run), "--read-tasks", "0"],
                         "count": submit.count(run),
                         "peer": submit.count(run, "--peer"),
-                        "agg-c2": submit.aggregates(run),
-                        "peer-c2": submit.count(run, "--peer"),
-                        "agg-g1": submit.aggregates(run),
-                        "peer-g1": submit.count(run, "--peer"),
-                    }[CONTENDERS[name]]
-                    cmd = submit.with_jvm(cmd, CONTENDERS[name])
+                    }[without_jvm_variant(key)]
+                    cmd = submit.with_jvm(cmd, key)
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
                         events = {
