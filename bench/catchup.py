@@ -121,9 +121,12 @@ JVM_VARIANTS: dict[str, Callable[[list[str]], list[str]]] = {
 }
 
 
-def without_jvm_variant(key: str) -> str:
-    """The contender `key` without its JVM variant's suffix: the app it runs."""
-    return next((key.removesuffix(suffix) for suffix in JVM_VARIANTS if key.endswith(suffix)), key)
+def split_jvm_variant(key: str) -> tuple[str, Callable[[list[str]], list[str]] | None]:
+    """The contender `key` as the app it runs and the JVM variant its suffix names, if any."""
+    for suffix, variant in JVM_VARIANTS.items():
+        if key.endswith(suffix):
+            return key.removesuffix(suffix), variant
+    return key, None
 
 
 STOPPED = {
@@ -165,9 +168,8 @@ class SubmitLine:
             (shlex.split(line)[1:] for line in defaults.splitlines() if line.startswith(JAVA_OPTIONS)), []
         )
 
-    def with_jvm(self, cmd: list[str], key: str) -> list[str]:
-        """`cmd` with the JVM options that the contender `key`'s suffix names, if any."""
-        variant = next((v for suffix, v in JVM_VARIANTS.items() if key.endswith(suffix)), None)
+    def with_jvm(self, cmd: list[str], variant: Callable[[list[str]], list[str]] | None) -> list[str]:
+        """`cmd` with the deployed JVM options as `variant` changes them, if there is one."""
         if variant is None:
             return cmd
         options = shlex.join(variant(self.java_options))
@@ -362,15 +364,16 @@ def main() -> None:
             for r in range(args.rounds):
                 order = list(CONTENDERS)
                 for name in order[r % len(order) :] + order[: r % len(order)]:
-                    run = f"r{r}-{CONTENDERS[name]}-{int(time.time())}"
                     key = CONTENDERS[name]
+                    run = f"r{r}-{key}-{int(time.time())}"
+                    app, variant = split_jvm_variant(key)
                     cmd = {
                         "agg": submit.aggregates(run),
                         "agg-wide": [*submit.aggregates(run), "--read-tasks", "0"],
                         "count": submit.count(run),
                         "peer": submit.count(run, "--peer"),
-                    }[without_jvm_variant(key)]
-                    cmd = submit.with_jvm(cmd, key)
+                    }[app]
+                    cmd = submit.with_jvm(cmd, variant)
                     if args.stages:
                         sh(master, "mkdir", "-p", f"{submit.work}/{run}/events", user=submit.user)
                         events = {

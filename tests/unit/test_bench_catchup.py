@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.catchup import JVM_VARIANTS, without_jvm_variant
+from bench.catchup import JVM_VARIANTS, split_jvm_variant
 
 DEPLOYED = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 
@@ -24,10 +24,12 @@ def test_the_huge_method_contenders_set_the_flag_once_whatever_is_deployed() -> 
 
 
 def test_a_contender_runs_the_app_its_key_names_without_the_jvm_suffix() -> None:
-    assert [without_jvm_variant(k) for k in ("agg", "agg-wide", "agg-c2", "peer-g1", "peer-hugeint")] == [
+    assert [split_jvm_variant(k)[0] for k in ("agg", "agg-wide", "agg-c2", "peer-g1", "peer-hugeint")] == [
         "agg",
         "agg-wide",
         "agg",
         "peer",
         "peer",
     ]
+    assert split_jvm_variant("agg-wide") == ("agg-wide", None)
+    assert split_jvm_variant("peer-hugeint") == ("peer", JVM_VARIANTS["-hugeint"])
