@@ -78,7 +78,8 @@ def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession
     state: Tables = {name: [] for name in STATE_SCHEMAS}
     app_alerts: list[bytes] = []
     expected = []
-    for b, rows in enumerate(_stream(7, 30)):
+    stream = _stream(7, 30)
+    for b, rows in enumerate(stream):
         at = T0 + 10 * b + 0.5
         frame = spark.createDataFrame(
             [(r.device, r.sensor, r.metric, r.seq, r.value, r.unit, r.ts) for r in rows], READINGS
@@ -89,7 +90,7 @@ def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession
         app_alerts += [value for _, value, _ in as_kafka_records(judged.alerts + silences)]
         expected += model.batch(rows, at)
     # Batch 22 began with edge-1's excursion under way; it came back within bounds and went out again.
-    batch_22 = {r.seq for r in _stream(7, 30)[22] if r.device == "edge-1" and r.value == 40.0}
+    batch_22 = {r.seq for r in stream[22] if r.device == "edge-1" and r.value == 40.0}
     assert [a["seq"] for a in map(json.loads, app_alerts) if a["seq"] in batch_22 and a["device"] == "edge-1"]
     kinds = {kind_of(json.loads(value)) for value in app_alerts}
     # The stream raised every kind of alert: threshold, deviation, silent and back.
