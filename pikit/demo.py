@@ -19,7 +19,7 @@ from pikit_contract.readings import ContractError, decode_batch
 from pikit import REPO
 from pikit.kafka_admin import kafka_admin
 from pikit.lab import spec_from_inventory
-from pikit.lab_image import lab_home, ssh_key
+from pikit.lab_image import LAB_USER, lab_home, ssh_key
 from pikit.site import Site
 from pikit.status import collect, spark_parts
 from pikit.status_render import text
@@ -297,7 +297,7 @@ def main() -> None:
         f"""
 Spark master UI:     http://{master}:8080   (workers :8081, running apps :4040 and :4041 on {master})
 Kafka:               {",".join(bootstrap)} (mTLS; client certificates under {pki})
-Log in to a node:    ssh -i {ssh_key()} root@{spec.nodes[0].ip}
+Log in to a node:    ssh -i {ssh_key()} {LAB_USER}@{spec.nodes[0].ip}
                      (or: podman exec -it {spec.nodes[0].name} bash)
 Services:            journalctl -u kafka | -u spark-master | -u spark-worker | -u spark-app-sensor-aggregates
 Submit an app:       .venv/bin/ansible-playbook playbooks/submit.yml -e app=daily_rollup

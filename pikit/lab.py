@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pikit import REPO
-from pikit.lab_image import DEFAULT_SUITE, SUITES, ensure_image, host_arch, lab_home, ssh_key
+from pikit.lab_image import DEFAULT_SUITE, LAB_USER, SUITES, ensure_image, host_arch, lab_home, ssh_key
 from pikit.phases import die, phase, run, say
 
 DEFAULT_LAB = "pikit-lab"
@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     p_down.add_argument("--all", action="store_true", help="every pikit lab on this machine")
     sub.add_parser("status")
     sub.add_parser("image", help="build the base image only").add_argument("--arch")
+    sub.add_parser("user", help="the user the lab's nodes are reached as (with sudo)")
     args = parser.parse_args(argv)
 
     if args.command == "up":
@@ -333,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
         reflash(spec_from_inventory(args.inventory), args.nodes, args.suite)
     elif args.command == "down":
         down(None if args.all else args.lab)
+    elif args.command == "user":
+        print(LAB_USER)
     elif args.command == "image":
         ssh_key()
         ensure_image(arch=args.arch)

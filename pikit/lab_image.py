@@ -70,6 +70,13 @@ LoadCredential=
 ImportCredential=
 """
 
+# The user Raspberry Pi Imager's first boot makes: an unprivileged login with passwordless sudo
+# (Pi OS writes this very sudoers file). The lab's nodes are reached as this user with become, as
+# real Pis are (inventory/lab and inventory/example: ansible_user, ansible_become); root has no key.
+LAB_USER = "pi"
+LAB_UID = 1000
+_SUDOERS = f"{LAB_USER} ALL=(ALL) NOPASSWD: ALL\n"
+
 _SSH_HOSTKEY_DROPIN = """\
 # Each container makes its own host keys on first boot (the image ships none).
 [Service]
@@ -141,11 +148,7 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     dropin.parent.mkdir(parents=True, exist_ok=True)
     dropin.write_text(_SSH_HOSTKEY_DROPIN)
 
-    ssh_dir = rootfs / "root/.ssh"
-    ssh_dir.mkdir(mode=0o700, exist_ok=True)
-    authorized = ssh_dir / "authorized_keys"
-    authorized.write_text(Path(f"{ssh_key()}.pub").read_text())
-    authorized.chmod(0o600)
+    _add_login_user(rootfs)
 
     # minbase has no netbase; a real Pi OS has these lines (podman runs with --no-hosts).
     (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n")
@@ -167,6 +170,36 @@ def _prepare_rootfs(rootfs: Path, emulated: bool) -> None:
     (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True)
     # An old lists dir tells Ansible's apt cache_valid_time that the cache is stale.
     os.utime(rootfs / "var/lib/apt/lists", (0, 0))
+
+
+def _add_login_user(rootfs: Path) -> None:
+    """The Imager user: in group sudo, passwordless sudo, the lab's key; no password at all."""
+    run(
+        [
+            "chroot",
+            rootfs,
+            "useradd",
+            "--create-home",
+            "--uid",
+            str(LAB_UID),
+            "--user-group",
+            "--groups",
+            "sudo",
+            "--shell",
+            "/bin/bash",
+            LAB_USER,
+        ]
+    )
+    sudoers = rootfs / f"etc/sudoers.d/010_{LAB_USER}-nopasswd"
+    sudoers.write_text(_SUDOERS)
+    sudoers.chmod(0o440)
+    ssh_dir = rootfs / "home" / LAB_USER / ".ssh"
+    ssh_dir.mkdir(mode=0o700)
+    authorized = ssh_dir / "authorized_keys"
+    authorized.write_text(Path(f"{ssh_key()}.pub").read_text())
+    authorized.chmod(0o600)
+    for path in (ssh_dir, authorized):
+        os.chown(path, LAB_UID, LAB_UID)
 
 
 def ensure_image(suite: str = DEFAULT_SUITE, arch: str | None = None) -> str:

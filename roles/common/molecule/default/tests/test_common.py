@@ -91,7 +91,7 @@ def test_ssh_password_logins_off(host: Any) -> None:
     assert "passwordauthentication no" in effective
     assert "permitrootlogin without-password" in effective
     assert "maxauthtries 3" in effective
-    assert "allowusers root" in effective  # common_ssh_allow_users in the lab
+    assert "allowusers pi" in effective  # common_ssh_allow_users in the lab
 
 
 def _node_metrics(host: Any) -> list[Sample]:
