@@ -30,16 +30,31 @@ CONTROLLER_ONLY = {
 }
 
 
-def run_playbook(inventory: Path, playbook: str) -> tuple[int, str]:
-    """playbooks/<playbook> on `inventory`, as make runs it: its exit code and its output. The
-    controller's state (the site model the preflight writes) goes beside the inventory unless the
-    inventory says where."""
-    env = {**os.environ, **CONTROLLER_ONLY, "PIKIT_STATE_DIR": str(inventory.parent / "state")}
+def without_sudo(folder: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose PATH finds, before any real one, a `sudo` that refuses and records
+    each call in the returned log: a controller where nothing may need sudo."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "sudo-calls.log"
+    shim = folder / "sudo"
+    refuse = 'echo "sudo: this controller has no sudo (pikit test)" >&2'
+    shim.write_text(f'#!/bin/sh\necho "sudo $*" >> {log}\n{refuse}\nexit 1\n')
+    shim.chmod(0o755)
+    return {"PATH": f"{folder}:{REPO / '.venv/bin'}:{os.environ['PATH']}"}, log
+
+
+def run_playbook(
+    inventory: Path, playbook: str, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """playbooks/<playbook> on `inventory`, as make runs it, with `extra` arguments and `env` over
+    the usual environment: its exit code and its output. The controller's state (the site model
+    the preflight writes) goes beside the inventory unless the inventory says where."""
+    env = {**os.environ, **CONTROLLER_ONLY, "PIKIT_STATE_DIR": str(inventory.parent / "state"), **(env or {})}
     argv: list[str | Path] = [
         REPO / ".venv/bin/ansible-playbook",
         "-i",
         inventory,
         REPO / "playbooks" / playbook,
+        *extra,
     ]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     return proc.returncode, proc.stdout + proc.stderr
@@ -55,12 +70,12 @@ def run_on_controller(playbook: Path, *extra_vars: str) -> subprocess.CompletedP
     return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=REPO)
 
 
-def run_preflight(inventory: Path) -> str:
+def run_preflight(inventory: Path, *extra: str, env: dict[str, str] | None = None) -> str:
     """playbooks/preflight.yml on `inventory`: its output, prefixed "OK" when it passed.
 
     It must never connect to a host: an UNREACHABLE in the output fails the test.
     """
-    code, out = run_playbook(inventory, "preflight.yml")
+    code, out = run_playbook(inventory, "preflight.yml", *extra, env=env)
     assert "UNREACHABLE" not in out, "preflight must not connect to any host"
     return out if code else "OK\n" + out
 

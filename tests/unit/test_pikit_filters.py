@@ -94,3 +94,11 @@ def test_artifacts_missing_are_those_absent_from_any_listing() -> None:
     assert missing(artifacts, [full, partial]) == ["spark/pyspark-4.2.0.whl", "agent/kafka_python.whl"]
     assert missing(artifacts, [{"files": []}]) == artifacts
     assert missing(artifacts, []) == []
+
+
+def test_shared_addresses_name_the_hosts_that_share_each() -> None:
+    shared = load().pikit_shared_addresses(
+        {"pi-1": "10.0.0.1", "pi-2": "10.0.0.2", "pi-3": "10.0.0.1", "pi-4": "10.0.0.4", "pi-5": "10.0.0.4"}
+    )
+    assert shared == ["pi-1, pi-3 share 10.0.0.1", "pi-4, pi-5 share 10.0.0.4"]
+    assert load().pikit_shared_addresses({"pi-1": "10.0.0.1", "pi-2": "10.0.0.2"}) == []

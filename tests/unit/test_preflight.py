@@ -82,7 +82,7 @@ def test_duplicate_addresses_are_refused(tmp_path: Path) -> None:
         {},
         {"pi-1": {"ansible_host": "127.0.0.11"}, "pi-2": {"ansible_host": "127.0.0.11"}},
     )
-    assert "share an address" in out
+    assert "share an address: pi-1, pi-2 share 127.0.0.11" in out
 
 
 def test_an_edge_device_without_brokers_is_named(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from pikit_contract.signing import Keyring, device_key
+from pikit_contract.signing import device_key
 
 from pikit import revocation, site_model
 
@@ -47,17 +47,10 @@ def pikit_revocations(record: str) -> dict[str, dict[str, Any]]:
 
 
 def pikit_device_keyring(secret: str, devices: list[str], revocations: Mapping[str, Any]) -> str:
-    """The keyring a Spark app checks records against (pikit_contract.signing.Keyring, as JSON): every
-    device's key, a revoked one's too (for what it wrote before its fence), and the fences.
-    A revocation whose fence is still pending is left to the brokers' deny until it has one."""
-    names = sorted(set(devices) | set(revocations))
-    keys = {device: device_key(secret.encode(), device) for device in names}
-    fences = {
-        device: {int(p): int(o) for p, o in r["fence"].items()}
-        for device, r in revocations.items()
-        if r["fence"] is not None  # pending: the next edge-revoke.yml run sets it
-    }
-    return Keyring(keys, fences).to_json()
+    """The keyring a Spark app checks records against (pikit_contract.signing.Keyring, as JSON),
+    as pikit.revocation.keyring makes it from the controller's record of revocations."""
+    revoked = {device: revocation.Revocation(**r) for device, r in revocations.items()}
+    return revocation.keyring(secret.encode(), devices, revoked).to_json()
 
 
 def pikit_packages_missing(packages: list[str], listing: Mapping[str, Any] | None) -> list[str]:
@@ -85,6 +78,16 @@ def pikit_artifacts_missing(artifacts: list[str], listings: list[Mapping[str, An
     return [path for path in artifacts if any(_file_name(path) not in names for names in present)]
 
 
+def pikit_shared_addresses(addresses: Mapping[str, str]) -> list[str]:
+    """Each address that more than one host has, as "a, b share 10.0.0.1", in address order."""
+    holders: dict[str, list[str]] = {}
+    for host, address in addresses.items():
+        holders.setdefault(address, []).append(host)
+    return [
+        f"{', '.join(hosts)} share {address}" for address, hosts in sorted(holders.items()) if len(hosts) > 1
+    ]
+
+
 def _file_name(path: object) -> str:
     return str(path).rsplit("/", 1)[-1]
 
@@ -99,4 +102,5 @@ class FilterModule:
             "pikit_revocations": pikit_revocations,
             "pikit_packages_missing": pikit_packages_missing,
             "pikit_artifacts_missing": pikit_artifacts_missing,
+            "pikit_shared_addresses": pikit_shared_addresses,
         }
