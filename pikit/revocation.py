@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
+from pikit_contract.signing import Keyring, device_key
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,19 @@ def save(record: Path, revoked: dict[str, Revocation]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def keyring(secret: bytes, devices: list[str], revoked: dict[str, Revocation]) -> Keyring:
+    """What records are checked against (the Spark apps' keyring, `pikit status`): every device's
+    key, a revoked one's too (for what it wrote before its fence), and the fences. A revocation
+    whose fence is still pending is left to the brokers' deny until it has one."""
+    names = sorted(set(devices) | set(revoked))
+    fences = {
+        device: {int(p): int(o) for p, o in r.fence.items()}
+        for device, r in revoked.items()
+        if r.fence is not None  # pending: the next edge-revoke.yml run sets it
+    }
+    return Keyring({device: device_key(secret, device) for device in names}, fences)
 
 
 def serial_of(certificate: Path) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 from cryptography import x509
 from kafka import KafkaConsumer, TopicPartition
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
+from pikit_contract.signing import Keyring, read_site_secret, verdict
 
 from pikit import revocation
 from pikit.connect import kafka_connectors, mirror_lag
@@ -326,8 +327,15 @@ def agent_parts(
     if not devices:
         return []
     topic = str(site.setting("pikit_readings_topic"))
-    # Without Kafka nothing can be said of the devices: unknown, which is not their fault.
-    last = _last_records(mtls_client(reachable, pki), topic, lookback) if reachable else None
+    keyring = site_keyring(site)
+    # Without Kafka, or without the keys that tell a device's records from a forger's, nothing
+    # can be said of the devices: unknown, which is not their fault.
+    judged = (
+        _last_records(mtls_client(reachable, pki), topic, lookback, keyring)
+        if reachable and keyring
+        else None
+    )
+    last = judged.last if judged is not None else None
     now = time.time()
     revoked = revocation.load(site.state_dir / "revoked-devices.json")
     throttled = throttled_devices(site)
@@ -341,6 +349,8 @@ def agent_parts(
             part.details["revoked"] = shut_out.revoked_at
             if shut_out.fence is None:
                 part.problems.append("revocation unfinished: run playbooks/edge-revoke.yml again")
+        elif keyring is None:
+            part.details["last_reading"] = "unknown: this controller holds no device signing secret"
         elif last is None:
             part.details["last_reading"] = "unknown: no broker answers"
         elif seen is None:
@@ -352,6 +362,14 @@ def agent_parts(
             )
             if ago > silent_after:
                 part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
+        if judged is not None and judged.forged_by.get(device):
+            # Its own key signed records that claim other devices: only its key could, so it is the
+            # device to look at (stolen?), never the ones it claims.
+            part.details["forged_records"] = judged.forged_by[device]
+            part.problems.append(
+                f"signed {judged.forged_by[device]} records that claim other devices: stolen? "
+                "(playbooks/edge-revoke.yml)"
+            )
         if device in throttled:
             part.details["throttled_s"] = round(throttled[device], 3)
             part.problems.append(
@@ -394,8 +412,48 @@ def throttled_devices(site: Site) -> dict[str, float]:
     return found
 
 
-def _last_records(client: dict[str, Any], topic: str, lookback: float) -> dict[str, dict[str, Any]]:
-    """Per device key, the broker time, release and spool depth of its last record of the span."""
+@dataclass
+class Seen:
+    """What the readings topic's last `lookback` says of the devices: per device, its last record
+    that is its own (signed by it, keyed by it, not past its revocation's fence); per signer, the
+    records it signed that claim another device; and how many records no device's key vouches for.
+    A stolen device can write records, so only what a device's signature covers speaks for it."""
+
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forged_by: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+
+    def take(self, record: Any, keyring: Keyring) -> None:
+        reason, signer = verdict(
+            record.value or b"", record.headers, keyring, (record.partition, record.offset)
+        )
+        claimed = (record.key or b"").decode(errors="replace")
+        if reason is not None:
+            self.refused += 1
+        elif signer != claimed:
+            self.forged_by[str(signer)] = self.forged_by.get(str(signer), 0) + 1
+        else:
+            headers = dict(record.headers or [])
+            spool = headers.get(SPOOL_HEADER)
+            self.last[claimed] = {
+                "ts": record.timestamp / 1000,
+                "release": headers.get(RELEASE_HEADER, b"").decode() or None,
+                "spool": int(spool) if spool else None,
+            }
+
+
+def site_keyring(site: Site) -> Keyring | None:
+    """The keys of the site's devices, derived from the controller's site secret (as the apps'
+    keyring is), with the revocations' fences; None where this controller holds no secret."""
+    path = Path(str(site.setting("pikit_device_signing_secret_file")))
+    if not path.exists():
+        return None
+    revoked = revocation.load(site.state_dir / "revoked-devices.json")
+    return revocation.keyring(read_site_secret(str(path)), site.hosts("edge"), revoked)
+
+
+def _last_records(client: dict[str, Any], topic: str, lookback: float, keyring: Keyring) -> Seen:
+    """The span's records, judged by their signatures (Seen)."""
     consumer = KafkaConsumer(**client, enable_auto_commit=False, consumer_timeout_ms=3000)
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
@@ -405,7 +463,7 @@ def _last_records(client: dict[str, Any], topic: str, lookback: float) -> dict[s
         for tp in parts:
             found = since.get(tp)
             consumer.seek(tp, found.offset if found is not None else ends[tp])
-        last: dict[str, dict[str, Any]] = {}
+        seen = Seen()
         remaining = {tp for tp in parts if consumer.position(tp) < ends[tp]}
         while remaining:
             batch = consumer.poll(timeout_ms=3000)
@@ -413,16 +471,10 @@ def _last_records(client: dict[str, Any], topic: str, lookback: float) -> dict[s
                 break
             for tp, records in batch.items():
                 for r in records:
-                    headers = dict(r.headers or [])
-                    spool = headers.get(SPOOL_HEADER)
-                    last[(r.key or b"").decode()] = {
-                        "ts": r.timestamp / 1000,
-                        "release": headers.get(RELEASE_HEADER, b"").decode() or None,
-                        "spool": int(spool) if spool else None,
-                    }
+                    seen.take(r, keyring)
                 if consumer.position(tp) >= ends[tp]:
                     remaining.discard(tp)
-        return last
+        return seen
     finally:
         consumer.close()
 

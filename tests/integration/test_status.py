@@ -3,11 +3,16 @@ its own: what it reads from the admin API and from the readings topic, and a bro
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer
+from pikit_contract import signing
+from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 
@@ -15,6 +20,24 @@ from pikit.site import Site
 from pikit.status import collect
 from pikit.topic import mtls_client
 from tests.conftest import run_preflight
+
+SECRET = b"status-test-site-secret"
+
+
+def send(
+    producer: KafkaProducer,
+    key: str,
+    signer: str | None,
+    depth: int,
+    release: bytes = b"0.9.1",
+    **kwargs: Any,
+) -> None:
+    """A reading's record keyed `key`, signed by `signer` (None: unsigned), with the agent's headers."""
+    value = json.dumps({"device": key, "seq": depth}).encode()
+    headers = [(RELEASE_HEADER, release), (SPOOL_HEADER, str(depth).encode())]
+    if signer is not None:
+        headers += signing.headers(signer, signing.device_key(SECRET, signer), value)
+    producer.send("sensor-readings", key=key.encode(), value=value, headers=headers, **kwargs)
 
 
 # One broker and one preflight for the module (each about 50 s on a busy CI machine); the last
@@ -45,6 +68,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, Local
     edge: {{hosts: {{edge-1: {{ansible_host: 10.0.0.21}}, edge-2: {{ansible_host: 10.0.0.22}}}}}}
 """
     )
+    # The site secret the devices' keys derive from (pikit_device_signing_secret_file).
+    (tmp_path / "state/device-signing-secret").write_text(SECRET.decode() + "\n")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("PIKIT_STATE_DIR", str(tmp_path / "state"))
         # The site model, as every playbook run leaves it for the controller's tools.
@@ -60,8 +85,7 @@ def test_the_broker_the_quorum_and_each_device_from_what_it_sent(
     found, broker, pki = site
     producer = KafkaProducer(**mtls_client([broker.address], pki), acks="all")
     for depth in (30, 17):
-        headers = [("pikit-agent", b"0.9.1"), ("pikit-spool", str(depth).encode())]
-        producer.send("sensor-readings", key=b"edge-1", value=b"{}", headers=headers)
+        send(producer, "edge-1", "edge-1", depth)
     producer.flush()
     producer.close()
 
@@ -81,6 +105,31 @@ def test_the_broker_the_quorum_and_each_device_from_what_it_sent(
         "agent edge-1: certificate expires in 10 days",
         "agent edge-2: silent: no reading in Kafka for more than 15 min",
     ]
+
+
+def test_a_forged_or_unsigned_record_never_changes_what_status_shows_of_a_device(
+    site: tuple[Site, LocalBroker, Path],
+) -> None:
+    """edge-2 stolen: with its certificate and key, a record that claims edge-1, later in time, with
+    a larger seq and another release and spool; and an unsigned one. edge-1 stays as it was; the
+    thief is the one named."""
+    found, broker, pki = site
+    before = collect(found, silent_after=60).agents[0].details
+    producer = KafkaProducer(**mtls_client([broker.address], pki), acks="all")
+    later = int((time.time() + 3600) * 1000)
+    send(producer, "edge-1", "edge-2", 999, release=b"6.6.6", timestamp_ms=later)
+    send(producer, "edge-1", None, 0, release=b"6.6.6", timestamp_ms=later)
+    producer.flush()
+    producer.close()
+
+    status = collect(found, silent_after=60)
+    edge1, edge2 = status.agents
+    assert {k: edge1.details[k] for k in ("version", "spool")} == {"version": "0.9.1", "spool": 17}
+    assert edge1.details["last_reading_s_ago"] >= before["last_reading_s_ago"] >= 0
+    assert edge1.problems == ["certificate expires in 10 days"]
+    assert edge2.details["forged_records"] == 1
+    assert "signed 1 records that claim other devices: stolen?" in edge2.problems[-1]
+    assert "spool" not in edge2.details  # its forgery says nothing of its own readings
 
 
 def test_a_stopped_broker_is_named_down(site: tuple[Site, LocalBroker, Path]) -> None:
