@@ -40,7 +40,7 @@ from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 
 from bench.history import package_at
-from bench.parse import PER_RECORD, T0, cached_records, local_session, peer
+from bench.parse import CONTRACT_BEFORE, PER_RECORD, T0, cached_records, local_session, peer
 from bench.rounds import alternate, print_table
 
 BEFORE = "26b2ecd"  # main before the summary was folded on the driver
@@ -49,7 +49,7 @@ OLD = "pikit_spark_before"
 
 def before_batch(work: Path, processed_at: float) -> Callable[[DataFrame], None]:
     """sensor_aggregates' process() at BEFORE, less the Kafka transaction."""
-    package_at(BEFORE, "spark_apps/pikit_spark", "pikit_spark", OLD, work)
+    package_at(BEFORE, "spark_apps/pikit_spark", "pikit_spark", OLD, work, CONTRACT_BEFORE)
     windows, aggregates, readings, sink, state_module = (
         importlib.import_module(f"{OLD}.{name}")
         for name in ("device_windows", "aggregates", "readings", "sink", "state")

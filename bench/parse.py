@@ -43,6 +43,8 @@ from bench.rounds import alternate, print_table
 from bench.spark_count import peer_windows, windows
 
 BEFORE = "ba5d312"  # main before issue 11's parser rework
+# The reading contract lived in the agent's package then (pikit_contract now).
+CONTRACT_BEFORE = {"edge_agent.contract": "edge_agent/edge_agent/contract.py"}
 PER_RECORD = 100
 T0 = 1_795_000_000
 DEVICES = [f"edge-{d}" for d in range(20)]
@@ -138,7 +140,13 @@ def main() -> None:
     args = parser.parse_args()
     spark = local_session("bench-parse", "1g")
     with tempfile.TemporaryDirectory() as tmp:
-        before = module_at(BEFORE, "spark_apps/pikit_spark/readings.py", "readings_before", Path(tmp))
+        before = module_at(
+            BEFORE,
+            "spark_apps/pikit_spark/readings.py",
+            "readings_before",
+            Path(tmp),
+            dependencies=CONTRACT_BEFORE,
+        )
     frame = cached_records(spark, args.records)
     n = args.records * PER_RECORD
     # The signed contender must time the path of good records, not of dead letters.
