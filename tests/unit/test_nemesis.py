@@ -91,6 +91,23 @@ def test_the_summary_gives_the_median_and_the_worst_fault() -> None:
     assert text == "3 faults; recovery p50 20s, max 50s (device-cut edge-1 for 60s)"
 
 
+def test_every_kind_has_a_bound_and_the_fast_kinds_are_held_to_a_minute() -> None:
+    assert set(nemesis.RECOVERY_BOUNDS) == set(KINDS)
+    fast = {"brokers-killed", "broker-frozen", "commit-held-brokers-killed", "driver-cut", "device-cut"}
+    fast |= {"agent-killed", "disk-filled"}
+    assert {kind for kind, bound in nemesis.RECOVERY_BOUNDS.items() if bound <= 60} == fast
+
+
+def test_a_recovery_past_its_kinds_bound_is_named_and_the_scoreboard_marks_its_kind() -> None:
+    cut = Fault("device-cut", ("edge-1",), 60, 5)
+    restarted = Fault("master-down", ("pi-4",), 20, 5)
+    recoveries = [Recovery(cut, 0, 12), Recovery(cut, 0, 61), Recovery(restarted, 0, 90)]
+    assert nemesis.past_bounds(recoveries) == ["device-cut edge-1 for 60s: 61s, bound 60s"]
+    board = nemesis.scoreboard(recoveries).splitlines()
+    assert board[1].split() == ["device-cut", "2", "36s", "61s", "60s", "PAST"]
+    assert board[2].split() == ["master-down", "1", "90s", "90s", "120s"]
+
+
 def test_a_disk_is_filled_to_its_guard_and_emptied_again(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
