@@ -17,11 +17,14 @@ from pathlib import Path
 
 from pikit import REPO, latest
 from pikit.site import Site, SiteError
-from pikit.status import collect
-from pikit.status_render import page, text
 
 
 def status(args: argparse.Namespace) -> int:
+    # Here, not at the top: `pikit latest` answers within a second and needs none of it (a third
+    # of its start-up went to importing what status reads: certificates, Connect, Prometheus).
+    from pikit.status import collect
+    from pikit.status_render import page, text
+
     try:
         site = Site.load(Path(args.inventory))
         found = collect(site, silent_after=args.silent_after, lookback=args.lookback)

@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pikit.site import Site, SiteError
-from pikit.status import listening_brokers
+from pikit.site import Site, SiteError, listening_brokers
 from pikit.topic import mtls_client, read_to_end
 
 COLUMNS = ("device", "sensor", "metric", "window (UTC)", "count", "min", "mean", "max", "unit")

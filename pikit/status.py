@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -38,7 +37,7 @@ from pikit import revocation
 from pikit.connect import kafka_connectors, mirror_lag
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape, values
-from pikit.site import Site
+from pikit.site import Site, listening_brokers
 from pikit.topic import mtls_client
 
 CERT_WARN_DAYS = 21
@@ -94,20 +93,6 @@ class Status:
                 part["healthy"] = not part["problems"]
         out["quorum"]["healthy"] = not self.quorum.problems
         return out
-
-
-def _reachable(address: str, port: int, timeout: float = 3.0) -> bool:
-    try:
-        socket.create_connection((address, port), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def listening_brokers(site: Site) -> list[str]:
-    """host:port of each broker of the inventory that accepts a connection on the client port."""
-    found = site.addresses("kafka-client", site.hosts("kafka_broker"))
-    return [f"{address}:{port}" for address, port in found if _reachable(address, port)]
 
 
 def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
