@@ -235,12 +235,15 @@ def test_phases() -> list[Phase | Beside]:
     ]
 
 
-def ops_phases() -> list[tuple[str, Step]]:
-    """What `make test` leaves out for time: the day-2 procedures' unit tests and edge_agent's
-    release roll-out, the heavier molecule scenarios, and the end-to-end suite with its `ops`
-    scenarios (every certificate renewed, the CA rotated, under load) among the others, then the
-    end-to-end suite again on Bookworm, the Raspberry Pi OS release before the lab's default
-    (Trixie), ending with the migration: each broker re-flashed with Trixie in turn."""
+def ops_phases() -> list[Phase | Beside]:
+    """What `make test` leaves out for time, in two lanes that share no lab (each molecule scenario
+    and the end-to-end suite run their own, on their own subnets and names), as make test's second
+    set does; three labs at once on two cores made flakes. The first lane is the end-to-end suite
+    with its `ops` scenarios (every certificate renewed, the CA rotated, the long nemesis, ...),
+    then again on Bookworm, the Raspberry Pi OS release before the lab's default (Trixie), ending
+    with the migration: each broker re-flashed with Trixie in turn. Both runs name their lab
+    pikit-e2e, so they follow each other. The second lane: the day-2 procedures' unit tests, the
+    heavier molecule scenarios and edge_agent's release roll-out."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
@@ -248,7 +251,14 @@ def ops_phases() -> list[tuple[str, Step]]:
     with_ops = {"PIKIT_TEST_OPS": "1"}
     ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
-    return [
+    end_to_end: list[Phase] = [
+        ("end-to-end with the ops scenarios", _e2e("-m", "not migration")),
+        (
+            "end-to-end on Bookworm, then each broker re-flashed with Trixie",
+            _e2e("-m", "not ops", env={"PIKIT_E2E_SUITE": "bookworm"}),
+        ),
+    ]
+    scenarios: list[Phase] = [
         (
             "unit tests of the day-2 procedures (the CA rotation, a mirror's identity exchange)",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
@@ -259,12 +269,9 @@ def ops_phases() -> list[tuple[str, Step]]:
             "molecule edge_agent/default with the agent's roll-out",
             _molecule("edge_agent", "default", with_ops),
         ),
-        ("end-to-end with the ops scenarios", _e2e("-m", "not migration")),
-        (
-            "end-to-end on Bookworm, then each broker re-flashed with Trixie",
-            _e2e("-m", "not ops", env={"PIKIT_E2E_SUITE": "bookworm"}),
-        ),
     ]
+    # A fresh machine builds the image once, before the lanes race to.
+    return [("lab image", _cmd(python, "-m", "pikit.lab", "image")), Beside([end_to_end, scenarios])]
 
 
 def demo_phases() -> list[tuple[str, Step]]:

@@ -41,7 +41,7 @@ def test_every_molecule_scenario_runs_in_test_or_in_test_ops() -> None:
     scenarios = set(molecule_scenarios())
     assert set(OPS_SCENARIOS) <= scenarios, "an ops scenario that no longer exists"
     in_test = {title for title, _ in flat(make_test_phases())}
-    in_ops = {title for title, _ in ops_phases()}
+    in_ops = {title for title, _ in flat(ops_phases())}
     for role, scenario in scenarios:
         title = f"molecule {role}/{scenario}"
         assert (title in in_test) != (title in in_ops), f"{title}: in exactly one of make test, make test-ops"
@@ -73,3 +73,13 @@ def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
     assert re.search(r"a1 \[lane 1\]\s+[\d.]+s  ok", out) and re.search(
         r"b1 \[lane 2\]\s+[\d.]+s  FAILED", out
     )
+
+
+def test_test_ops_runs_the_end_to_end_suite_beside_the_molecule_scenarios() -> None:
+    """Two lanes that share no lab: both end-to-end runs (one lab name) in one, the rest in the other."""
+    image, lanes = ops_phases()
+    assert not isinstance(image, Beside) and image[0] == "lab image"
+    assert isinstance(lanes, Beside) and len(lanes.lanes) == 2
+    end_to_end, scenarios = ([title for title, _ in lane] for lane in lanes.lanes)
+    assert all(title.startswith("end-to-end") for title in end_to_end) and len(end_to_end) == 2
+    assert not any(title.startswith("end-to-end") for title in scenarios)
