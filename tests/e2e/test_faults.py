@@ -1,0 +1,492 @@
+"""Faults, and how long until the output flows again: brokers down and killed mid-commit, a device
+cut off with the driver and its agent killed at exact moments, the seeded nemesis (short here, long
+in make test-ops), a frozen broker, driver and agent (make test-ops). Each ends in an exact recompute
+of every window and alert from the raw topic."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient
+from pikit_contract.failpoints import SINK_BEFORE_COMMIT
+from pikit_testkit.nemesis import (
+    ALWAYS,
+    BROKER_FROZEN,
+    BROKERS_KILLED,
+    COMMIT_HELD,
+    COMMIT_KILLED,
+    DISK_FILLED,
+    KINDS,
+    MASTER_DOWN,
+    Fault,
+    netns,
+    past_bounds,
+    schedule,
+    scoreboard,
+    summary,
+)
+from pikit_testkit.pipeline_model import (
+    outcome,
+)
+
+from tests.e2e.harness import (
+    _LAB_VARS,
+    APP,
+    BROKER_HOSTS,
+    BROKERS,
+    EDGES,
+    MASTER,
+    RECOVERY_S,
+    SILENT_AFTER_S,
+    SUBNET_TO,
+    SYNTHETIC,
+    TIMING,
+    Site,
+    after,
+    agent_metric,
+    app_ids,
+    firing,
+    judge,
+    nemesis,
+    one_app,
+    outage_alerts,
+    pikit_status,
+    promql,
+    raw_readings,
+    restarts,
+    sh,
+    status_healthy,
+    unhealthy,
+    wait_for,
+)
+
+# Two site.yml runs and the scenarios: about 20 minutes on a 2-core machine.
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(2700)]
+CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
+SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
+BROKER_OUTAGE_S = 90  # issue 31's outage; past the lab's NoReadings threshold (60 s) and its evaluation
+NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
+# Prometheus's NoReadings: no device's reading reached the app for this long.
+NO_READINGS_AFTER_S = int(_LAB_VARS["monitoring_no_readings_after_seconds"])
+# Between a device's last batch and its DeviceSilent: a trigger (10 s), the batch that decides, a
+# scrape and an evaluation (5 s each on the lab), and the app's batches stalled by the broker's
+# failover, which on a slow 2-core machine took longer than a minute.
+ALERT_SLACK_S = 180
+# From the brokers listening again after every one was killed -9 until they take acks=all writes:
+# their log recovery, registration and leader elections (50 s seen on a slow 2-core CI machine).
+BROKER_RECOVERY_S = 120
+
+
+def arm(node: str, directory: str, owner: str, name: str) -> None:
+    # The service user must be able to remove the file.
+    flags = f"{directory}/failpoints"
+    sh(node, f"install -d -o {owner} -g {owner} {flags} && install -o {owner} /dev/null {flags}/{name}")
+
+
+def armed(node: str, directory: str, name: str) -> bool:
+    return sh(node, f"test -e {directory}/failpoints/{name} && echo yes", check=False).strip() == "yes"
+
+
+def wait_status_names(site: Site, what: str, named: Callable[[dict[str, list[str]]], bool]) -> dict[str, Any]:
+    """pikit status's problems once `named` finds in them what a fault must show, within a minute."""
+
+    def reported() -> dict[str, list[str]] | None:
+        code, status = pikit_status(site)
+        bad = unhealthy(status)
+        return bad if code == 1 and named(bad) else None
+
+    started = time.monotonic()
+    bad: dict[str, Any] = wait_for(f"pikit status to name {what}", reported, 60, every=3)
+    print(f"pikit status named {what} {time.monotonic() - started:.0f} s after the fault: {bad}")
+    return bad
+
+
+def wait_healthy_again(site: Site, since: float, scenario: str) -> None:
+    """The site heals by itself: pikit status says healthy and the outage's alerts clear."""
+    wait_for(f"{scenario}: pikit status to say healthy again", lambda: status_healthy(site), 300)
+    wait_for(f"{scenario}: the outage's alerts to clear", lambda: not outage_alerts(), 180)
+    print(f"[{scenario}] healthy and no outage alert {time.time() - since:.0f} s after the fault ended")
+
+
+def one_broker_down_is_named(site: Site, broker: str) -> None:
+    """pikit status and Prometheus name the broker, and the partitions it left under-replicated on
+    the others, and blame nothing else: no device, nothing of Spark."""
+    bad = wait_status_names(
+        site, f"{broker} down", lambda b: any(p.startswith("down") for p in b.get(broker, []))
+    )
+    assert not [name for name in bad if name in EDGES], bad
+    assert not [name for name in bad if name.startswith(("master", "worker", "app"))], bad
+    for other in set(BROKERS) - {broker}:
+        assert all("under-replicated" in p for p in bad.get(other, [])), bad
+
+    def alerted() -> set[tuple[str, str]] | None:
+        alerts = outage_alerts()
+        urp = {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"}
+        return alerts if ("KafkaBrokerDown", broker) in alerts and urp else None
+
+    started = time.monotonic()
+    alerts = wait_for("Prometheus to fire the broker's alerts", alerted, ALERT_SLACK_S, every=3)
+    print(f"Prometheus fired them {time.monotonic() - started:.0f} s after pikit status: {sorted(alerts)}")
+    others = {(name, who) for name, who in alerts if name != "KafkaUnderReplicatedPartitions"}
+    assert others == {("KafkaBrokerDown", broker)}, alerts
+    assert {who for name, who in alerts if name == "KafkaUnderReplicatedPartitions"} <= set(BROKERS) - {
+        broker
+    }
+
+
+def a_silent_device_is_named(site: Site, device: str, cut: float) -> None:
+    """pikit status and Prometheus name the device silent, and blame nothing else: not the other
+    device (its readings keep coming), no broker, nothing of Spark."""
+    bad = wait_status_names(
+        site, f"{device} silent", lambda b: any(p.startswith("silent") for p in b.get(device, []))
+    )
+    assert set(bad) == {device}, bad
+
+    def alerted() -> set[tuple[str, str]] | None:
+        alerts = outage_alerts()
+        return alerts if ("DeviceSilent", device) in alerts else None
+
+    deadline = cut + SILENT_AFTER_S + ALERT_SLACK_S
+    alerts = wait_for("Prometheus to fire DeviceSilent", alerted, deadline - time.time(), every=3)
+    print(f"Prometheus fired DeviceSilent {time.time() - cut:.0f} s after the cut: {sorted(alerts)}")
+    assert alerts == {("DeviceSilent", device)}, alerts
+
+
+def test_one_broker_down_then_every_broker_killed_90_s_mid_commit_heals_within_a_minute(site: Site) -> None:
+    """One broker stopped first, named by pikit status and Prometheus; then all three killed -9
+    while a batch's commit is in flight, and kept down for BROKER_OUTAGE_S. The aggregates'
+    query commits again within RECOVERY_S of the brokers taking writes again, with no hand on it."""
+    before = len(raw_readings(site))
+    assert ("NoReadings", "") not in firing(), "NoReadings fired before the outage"
+    first = BROKERS[1]
+    sh(first, "systemctl stop kafka")
+    try:
+        one_broker_down_is_named(site, first)
+        # Issue 31's hang: a batch's commit in flight as every broker dies. The sink holds
+        # before its commit (a failpoint) and the brokers are killed during the hold.
+        nemesis(site).arm(APP, SINK_BEFORE_COMMIT, "hold 20")
+    except BaseException:
+        # No outage, then: the scenarios after this one get a whole site, not three dead brokers.
+        sh(first, "systemctl start kafka")
+        raise
+    for node in BROKERS:
+        sh(node, "systemctl kill --signal=KILL kafka; systemctl stop kafka")
+    down = time.time()
+    time.sleep(BROKER_OUTAGE_S / 2)
+    spooled = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
+    try:
+        # With every broker down no reading reaches the apps: NoReadings fires, and no device is
+        # blamed for it (DeviceSilent is for a device silent while others send).
+        def no_readings_fired() -> tuple[float, float] | None:
+            if ("NoReadings", "") not in firing():
+                return None
+            return time.time(), promql("max(pikit_device_last_reading_timestamp_seconds)")
+
+        no_readings, last_reading = wait_for(
+            "Prometheus to fire NoReadings", no_readings_fired, down + BROKER_OUTAGE_S - time.time()
+        )
+        silent = {who for name, who in firing() if name == "DeviceSilent"} & set(EDGES)
+        time.sleep(max(0.0, down + BROKER_OUTAGE_S - time.time()))
+    finally:
+        starts = [
+            subprocess.Popen(["podman", "exec", node, "systemctl", "start", "kafka"]) for node in BROKERS
+        ]
+        assert all(p.wait() == 0 for p in starts)
+    up = time.time()
+    print(
+        f"\n[a] brokers down {up - down:.0f}s; spool depth half-way {spooled}; "
+        f"NoReadings fired {no_readings - down:.0f}s in"
+    )
+    assert no_readings >= last_reading + NO_READINGS_AFTER_S, "NoReadings fired before its threshold"
+    assert not silent, f"a device blamed for the brokers' outage: {silent}"
+    assert all(depth > 100 for depth in spooled.values()), "the agents kept sampling into their spools"
+    at_start = {d: agent_metric(d, "edge_agent_spool_depth") for d in EDGES}
+    listening = wait_for(
+        "the brokers' port", lambda: all(map(accepts, BROKER_HOSTS)) and time.time(), every=0.5
+    )
+    # Listening is not yet writable: after a kill -9 each broker recovers its logs, registers and
+    # gets its leaders back, which took 50 s on a slow CI machine. The agents' and the app's own
+    # recovery are timed from the moment an acks=all write can succeed again.
+    writable = wait_for(
+        "the readings topic to take acks=all writes", lambda: readings_writable(site), every=1
+    )
+    drained = reconnects(at_start)
+    lag = {d: round(t - writable, 1) for d, t in drained.items()}
+    print(
+        f"[a] all brokers listening {listening - up:.1f}s after their start, writable "
+        f"{writable - listening:.1f}s later; agents draining after {lag}s"
+    )
+    assert writable - listening <= BROKER_RECOVERY_S, "the brokers take writes again soon after they listen"
+    assert max(lag.values()) < 30, "an agent reconnects within seconds of the brokers' return"
+    committed = wait_for(
+        "the aggregates' query to commit a batch", lambda: nemesis(site).committed_since(APP, listening), 300
+    )
+    print(
+        f"[a] the aggregates' first batch committed {committed - listening:.0f}s after the brokers listened, "
+        f"{committed - writable:.0f}s after they took writes"
+    )
+    assert committed - writable <= RECOVERY_S, "the aggregates flow again within a minute, by themselves"
+    wait_for("readings taken after the outage", lambda: after(site, up), 300)
+    model = judge(site, "a: all brokers down 90 s")
+    outage = [r for r in raw_readings(site) if down <= r.ts <= up and r.device in EDGES]
+    since = len(raw_readings(site)) - before
+    print(f"[a] {since} readings in the raw topic since, {len(outage)} of them taken during the outage")
+    assert len(outage) > 2 * 100
+    assert model.windows
+    wait_healthy_again(site, up, "a")
+
+
+def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(site: Site) -> None:
+    device = EDGES[0]
+    duplicates_before = outcome(site.readings()[0], now=time.time(), timing=TIMING).duplicates
+    routes = netns(device, "ip", "route", "show").splitlines()
+    netns(device, "ip", "link", "set", "eth0", "down")
+    cut = time.time()
+    try:
+        a_silent_device_is_named(site, device, cut)
+        # (c) while the other device sends: the driver dies after the next Kafka commit.
+        (driver,) = wait_for("the app to run (it may be restarting after the outage)", one_app, 240)
+        arm(MASTER, CHECKPOINT, "spark", "after-kafka-commit")
+        wait_for("the driver to come back under a new id", lambda: app_ids() and app_ids() != [driver], 240)
+        assert not armed(MASTER, CHECKPOINT, "after-kafka-commit"), "the driver's failpoint did not fire"
+        # (d) the agent dies after the first round it drains is acknowledged.
+        agent_restarts = restarts(device, "edge-agent")
+        arm(device, SPOOL, "edge-agent", "before-spool-commit")
+        time.sleep(max(0.0, cut + NETWORK_CUT_S - time.time()))
+        depth = agent_metric(device, "edge_agent_spool_depth")
+    finally:
+        netns(device, "ip", "link", "set", "eth0", "up")
+        for route in routes:
+            netns(device, "ip", "route", "replace", *route.split())
+    back = time.time()
+    print(f"\n[b] {device} cut off for {back - cut:.0f}s with {depth:.0f} readings in its spool")
+    assert depth > 100
+    wait_for("the agent's failpoint", lambda: not armed(device, SPOOL, "before-spool-commit"), 120)
+    wait_for("the agent to restart", lambda: restarts(device, "edge-agent") > agent_restarts, 60)
+    wait_for(f"{device}'s readings after reconnection", lambda: after(site, back, [device]), 120)
+    model = judge(site, "b, c, d: a device cut off, the driver and an agent killed")
+    # The killed agent had a round acknowledged but not committed: it resends that round (however
+    # small: the first round after the cut may hold only the readings pending when it began), the
+    # consumers drop it as duplicates, and the judge above found no seq gap.
+    print(f"[d] duplicates dropped {duplicates_before} -> {model.duplicates}")
+    assert model.duplicates > duplicates_before, "the round acknowledged before the kill was resent"
+
+    # anomaly_alerts said so once when the device fell silent (inventory/lab: 60 s) and once when it
+    # came back; the other device, which sent all along, raised neither.
+    def presence_alerts() -> list[tuple[str, str, float]]:
+        found = [json.loads(v) for v in site.values("sensor-alerts")]
+        return [
+            (a["device"], a["reason"].split(":")[0], a["ts"])
+            for a in found
+            if a["metric"] == "presence" and cut <= a["ts"]
+        ]
+
+    seen = wait_for("the device's back alert", lambda: [a for a in presence_alerts() if a[1] == "back"], 180)
+    alerts = presence_alerts()
+    print(f"[b] presence alerts since the cut: {alerts}")
+    mine = [(kind, at) for d, kind, at in alerts if d == device]
+    assert [kind for kind, _ in mine] == ["silent", "back"], alerts
+    assert not [a for a in alerts if a[0] == EDGES[1]], alerts
+    # The suite's late device sent its last readings in (e): it may only have been found silent,
+    # by the first batch after the brokers' outage, which can fall after the cut.
+    assert not [a for a in alerts if a[0] in SYNTHETIC and a[1] != "silent"], alerts
+    silent_at, back_at = mine[0][1], seen[0][2]
+    # SILENT_AFTER_S after the last batch that held its readings, which began at most one trigger
+    # (10 s) and a poll before the cut.
+    assert cut + SILENT_AFTER_S - 15 <= silent_at <= back, (cut, silent_at, back)
+    assert back_at >= back - 5, (back, back_at)
+    wait_healthy_again(site, back, "b, c, d")
+
+
+def run_nemesis(
+    site: Site,
+    count: int,
+    longest: float,
+    scenario: str,
+    seed: int | None = None,
+    kinds: tuple[str, ...] = KINDS,
+    always: tuple[str, ...] = ALWAYS,
+) -> None:
+    """A seeded schedule of faults (the seed printed: PIKIT_NEMESIS_SEED replays it; without one,
+    a random seed); after each, the site flows again by itself within its kind's bound
+    (nemesis.RECOVERY_BOUNDS: 60 s, or 120 s where a Spark JVM starts cold); after all,
+    every window is exact."""
+    chosen = os.environ.get("PIKIT_NEMESIS_SEED")
+    seed = int(chosen) if chosen else seed if seed is not None else random.SystemRandom().randrange(1 << 32)
+    nemesis_ = nemesis(site)
+    faults = schedule(seed, count, nemesis_.site, longest=longest, kinds=kinds, always=always)
+    print(f"\n[{scenario}] seed {seed} (PIKIT_NEMESIS_SEED={seed} replays it):")
+    for fault in faults:
+        print(f"  {fault} (after {fault.quiet:.0f}s calm)")
+    recoveries = nemesis_.run(faults)
+    print(f"[{scenario}] seed {seed}: {summary(recoveries)}")
+    print(scoreboard(recoveries))
+    past = past_bounds(recoveries)
+    assert not past, f"[{scenario}] seed {seed}: recoveries past their kind's bound: {past}"
+    # A frozen broker (RF 3, min ISR 2) is ridden through: the queries keep committing.
+    paused = [f"{r.fault}: {r.pauses}" for r in recoveries if max(r.pauses.values(), default=0) > RECOVERY_S]
+    assert not paused, f"queries paused longer than {RECOVERY_S}s while a broker hung: {paused}"
+    wait_for("readings taken after the last fault", lambda: after(site, recoveries[-1].ended), 300)
+    judge(site, f"{scenario} (seed {seed})")
+
+
+# make test's schedule, a fixed one: scenario (a) is already the commit held while every broker
+# dies, and (b) a device cut off, so it draws from the other kinds. It holds the driver killed in
+# its sink, one broker killed -9 (the fault after which seed 1664309117 found an agent stuck for
+# good behind a producer that never mended its leaders: edge_agent/kafka_link.py,
+# ACK_STUCK_SECONDS), a broker's disk filled to its guard (ridden through), and the Spark master
+# stopped and started again (its apps stop and start with it: a master that forgot them stranded
+# them for 6 minutes). Seed 1640 draws: the driver killed in its sink before the commit; one
+# broker killed -9 for 20 s; a disk filled for 40 s; the master down for 18 s. An executor killed
+# and the master killed -9 are left to the long schedule, which make test-ops draws anew each run.
+SHORT_SEED = 1640
+SHORT_KINDS = tuple(kind for kind in KINDS if kind != COMMIT_HELD)
+SHORT_ALWAYS = (COMMIT_KILLED, BROKERS_KILLED, MASTER_DOWN, DISK_FILLED)
+
+
+def test_a_short_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) -> None:
+    """Four faults of a seeded schedule, the driver killed inside its sink's commit and the master
+    down among them. Every recovery ends within its kind's bound: one past it fails the test,
+    naming it, and the scoreboard of each kind's recoveries is printed."""
+    count = int(os.environ.get("PIKIT_NEMESIS_FAULTS", str(len(SHORT_ALWAYS))))
+    run_nemesis(site, count, 45, "n", SHORT_SEED, SHORT_KINDS, SHORT_ALWAYS)
+
+
+@pytest.mark.ops
+@pytest.mark.timeout(7200)  # the module's 45 minutes are not enough: 30 faults took 47 minutes alone
+def test_a_long_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) -> None:
+    """At least 30 faults (30 took 47 minutes on 2 cores), every kind of fault among them; make test-ops."""
+    run_nemesis(site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "30")), 180, "n, long")
+
+
+@pytest.mark.ops
+def test_one_broker_frozen_90_s_both_apps_keep_committing(site: Site) -> None:
+    """A gray failure (issue 31): one broker SIGSTOPped for 90 s, hung rather than dead. With RF 3
+    and min ISR 2 the others carry on, and both apps keep committing micro-batches throughout:
+    no pause longer than RECOVERY_S; every window and alert exact after."""
+    nemesis_ = nemesis(site)
+    frozen = Fault(BROKER_FROZEN, (BROKERS[0],), 90, 0)
+    started = time.time()
+    nemesis_.inflict(frozen)
+    ended = time.time()
+    pauses = nemesis_.longest_pause(started, ended)
+    print(f"\n[k] {frozen}: the longest pause without a committed micro-batch meanwhile {pauses}")
+    assert max(pauses.values()) <= RECOVERY_S, f"an app paused while one broker hung: {pauses}"
+    healed = nemesis_.wait_recovered(ended)
+    print(f"[k] every query committed and every agent drained {healed - ended:.0f}s after the thaw")
+    wait_for("readings taken after the thaw", lambda: after(site, ended), 300)
+    judge(site, "k: one broker frozen 90 s")
+
+
+def stalled_queries() -> set[str]:
+    """The apps that Prometheus's QueryStalled names."""
+    with urllib.request.urlopen(f"http://{SUBNET_TO}14:9090/api/v1/alerts", timeout=10) as response:
+        alerts = json.load(response)["data"]["alerts"]
+    return {
+        a["labels"]["app"]
+        for a in alerts
+        if a["labels"]["alertname"] == "QueryStalled" and a["state"] == "firing"
+    }
+
+
+@pytest.mark.ops
+def test_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) -> None:
+    """The driver frozen whole (SIGSTOP to every process of its unit), as a wedged JVM or an SD
+    card that stalls it would: Prometheus's QueryStalled names it within 2 minutes, systemd's
+    watchdog (spark_app_watchdog_seconds) kills it, it comes back by itself, and every window
+    stays exact. In make test-ops (about 5 minutes): in make test, the watchdog runs under every
+    other scenario and must never restart a driver that moves (unit-tested: its petting rule)."""
+    unit = "spark-app-sensor-aggregates"
+    wait_for("no query stalled", lambda: not stalled_queries(), 180)
+    before = restarts(MASTER, unit)
+    sh(MASTER, f"systemctl kill --signal=SIGSTOP {unit}")
+    frozen = time.time()
+    try:
+        wait_for("Prometheus to fire QueryStalled", lambda: APP in stalled_queries(), 120, every=3)
+        named = time.time()
+        wait_for("the watchdog to restart the driver", lambda: restarts(MASTER, unit) > before, 300)
+    finally:
+        sh(MASTER, f"systemctl kill --signal=SIGCONT {unit}", check=False)
+    restarted = time.time()
+    wait_for("QueryStalled to clear after the restart", lambda: APP not in stalled_queries(), 420)
+    cleared = time.time()
+    print(
+        f"\n[i] frozen at 0 s: QueryStalled {named - frozen:.0f} s, restarted by the watchdog "
+        f"{restarted - frozen:.0f} s, batching again (alert cleared) {cleared - frozen:.0f} s"
+    )
+    log = sh(MASTER, f"journalctl -u {unit} --since @{int(frozen)} --no-pager", check=False)
+    assert "Watchdog timeout" in log, log[-3000:]
+    wait_for("both devices' readings after the restart", lambda: after(site, cleared), 240)
+    judge(site, "i: the driver frozen, restarted by its watchdog")
+
+
+@pytest.mark.ops
+def test_a_frozen_agent_is_restarted_by_its_watchdog(site: Site) -> None:
+    """An agent frozen whole (SIGSTOP to its unit), as a stalled SD card would leave it: systemd's
+    watchdog (edge_agent_watchdog_seconds, 60 on the lab) kills it, it starts again by itself,
+    drains what its spool held, and no reading is lost or counted twice. In make test-ops:
+    unit-tested in make test (the send loop's sign of life, tests/unit/edge/test_sender.py)."""
+    device = EDGES[1]
+    before = restarts(device, "edge-agent")
+    sh(device, "systemctl kill --signal=SIGSTOP edge-agent")
+    frozen = time.time()
+    try:
+        wait_for("the watchdog to restart the agent", lambda: restarts(device, "edge-agent") > before, 180)
+    finally:
+        sh(device, "systemctl kill --signal=SIGCONT edge-agent", check=False)
+    restarted = time.time()
+    log = sh(device, f"journalctl -u edge-agent --since @{int(frozen)} --no-pager", check=False)
+    assert "Failed with result 'watchdog'" in log, log[-3000:]
+    wait_for(f"{device}'s readings after the restart", lambda: after(site, restarted, [device]), 180)
+    print(f"\n[j] {device} frozen at 0 s: restarted by its watchdog {restarted - frozen:.0f} s")
+    judge(site, "j: an agent frozen, restarted by its watchdog")
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def accepts(host: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((f"{SUBNET_TO}{host}", 9092), timeout=1):
+        return True
+    return False
+
+
+def readings_writable(site: Site) -> float | None:
+    """Now, once every partition of the readings topic has a leader and as many replicas in sync as
+    an acks=all write needs (kafka_min_insync_replicas' default: the replication factor less one)."""
+    admin = KafkaAdminClient(**site.client())
+    try:
+        (topic,) = admin.describe_topics(["sensor-readings"])
+    finally:
+        admin.close()
+    ready = all(
+        p["leader_id"] >= 0 and len(p["isr_nodes"]) >= max(len(p["replica_nodes"]) - 1, 1)
+        for p in topic["partitions"]
+    )
+    return time.time() if ready and topic["partitions"] else None
+
+
+def reconnects(depth: dict[str, float]) -> dict[str, float]:
+    """When each agent's spool depth first fell below `depth`: its first round acknowledged."""
+    seen: dict[str, float] = {}
+    deadline = time.time() + 300
+    while len(seen) < len(EDGES) and time.time() < deadline:
+        for device in set(EDGES) - set(seen):
+            with contextlib.suppress(Exception):  # the metrics port may answer slowly under load
+                if agent_metric(device, "edge_agent_spool_depth") < depth[device]:
+                    seen[device] = time.time()
+        time.sleep(0.5)
+    assert len(seen) == len(EDGES), f"agents never drained: {set(EDGES) - set(seen)}"
+    return seen
