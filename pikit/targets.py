@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pikit import REPO
+from pikit import REPO, progress
+from pikit.lab_image import lab_home
 from pikit.phases import say
 
 VENV_BIN = REPO / ".venv/bin"
@@ -126,6 +127,20 @@ def _e2e(*pytest_args: str, env: dict[str, str] | None = None) -> Step:
     return _cmd(
         VENV_BIN / "python", "-m", "pytest", "-q", "-s", DURATIONS, *pytest_args, "tests/e2e", env=env
     )
+
+
+def _progress(name: str, *argv: str) -> Step:
+    """An ansible-playbook run as progress on a terminal (pikit/progress.py), its whole output in
+    the lab's logs; off a terminal, as raw as any other phase."""
+
+    def step(tail: list[str]) -> int:
+        if not sys.stdout.isatty():
+            return _stream(list(argv), REPO, tail)
+        log = lab_home() / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+        return progress.run(list(argv), log, REPO, env)
+
+    return step
 
 
 def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> Step:
@@ -279,7 +294,7 @@ def demo_phases() -> list[tuple[str, Step]]:
     return [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
         ("lab up", _cmd(python, "-m", "pikit.lab", "up")),
-        ("site.yml", _cmd("ansible-playbook", "playbooks/site.yml")),
+        ("site.yml", _progress("site", "ansible-playbook", "playbooks/site.yml")),
         ("the apps' first micro-batches", _cmd(python, "-m", "pikit.demo", "wait")),
         ("show", _cmd(python, "-m", "pikit.demo")),
     ]
