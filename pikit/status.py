@@ -349,12 +349,10 @@ def agent_parts(
                 part.problems.append(f"silent: last reading in Kafka {ago:.0f} s ago")
         if judged is not None and judged.forged_by.get(device):
             # Its own key signed records that claim other devices: only its key could, so it is the
-            # device to look at (stolen?), never the ones it claims.
+            # device to look at (stolen?), never the ones it claims. Shown, not a problem of its
+            # health: the apps dead-letter each such record with its signer, and whether the device
+            # is stolen is the operator's call (playbooks/edge-revoke.yml).
             part.details["forged_records"] = judged.forged_by[device]
-            part.problems.append(
-                f"signed {judged.forged_by[device]} records that claim other devices: stolen? "
-                "(playbooks/edge-revoke.yml)"
-            )
         if device in throttled:
             part.details["throttled_s"] = round(throttled[device], 3)
             part.problems.append(

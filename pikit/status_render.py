@@ -67,6 +67,8 @@ def describe(kind: str, part: Part) -> str:
             ]
         if "certificate_days_left" in d:
             bits.append(f"certificate {d['certificate_days_left']:.0f} days")
+        if d.get("forged_records"):
+            bits.append(f"its key signed {d['forged_records']} records claiming other devices: stolen?")
         return "  ".join(bits)
     if kind == "connector":
         if "state" not in d:
