@@ -45,6 +45,9 @@ from bench.spark_count import peer_windows, windows
 BEFORE = "ba5d312"  # main before issue 11's parser rework
 # The reading contract lived in the agent's package then (pikit_contract now).
 CONTRACT_BEFORE = {"edge_agent.contract": "edge_agent/edge_agent/contract.py"}
+# The records' contract version: 1, which the "before" contenders read too (today's apps read 1 and
+# 2). With version 2 the old parsers dead-lettered every record, and "before" timed that instead.
+SCHEMA = 1
 PER_RECORD = 100
 T0 = 1_795_000_000
 DEVICES = [f"edge-{d}" for d in range(20)]
@@ -73,7 +76,7 @@ def records(n: int) -> list[tuple[bytes, bytes, Headers, str, int, int]]:
             )
             for j in range(PER_RECORD)
         ]
-        value = encode_batch(device, batch)
+        value = encode_batch(device, batch, schema=SCHEMA)
         headers = signing.headers(device, KEYS[device], value)
         out.append((device.encode(), value, headers, "sensor-readings", i % 3, i))
     return out
@@ -151,6 +154,7 @@ def main() -> None:
     n = args.records * PER_RECORD
     # The signed contender must time the path of good records, not of dead letters.
     assert now.parse(frame, keys=KEYS).readings.count() == n, "a signed record was refused"
+    assert before.parse(frame).readings.count() == n, "the before contender refused a record"
     contenders: dict[str, Callable[[DataFrame], None]] = {
         "plain peer: from_json + explode + windows": peer,
         f"before ({BEFORE}): parse().readings + windows": readings_only(before),

@@ -49,22 +49,7 @@ def _run(entry: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# bench.batch's "before" contender (pikit_spark at 26b2ecd) loads again since its contract module is
-# loaded from that commit too, but its first micro-batch closes no window here (its assertion
-# `outputs["aggregates"]` fails, at 200 and 2,000 records alike): broken, and known to be. Strict, so
-# that the test says so when it is mended.
-BROKEN = {"batch": "bench.batch's before contender closes no window (issue 65's closing note)"}
-
-
-@pytest.mark.parametrize(
-    "entry",
-    [
-        pytest.param(entry, marks=pytest.mark.xfail(strict=True, reason=BROKEN[entry]))
-        if entry in BROKEN
-        else entry
-        for entry in sorted(TINY)
-    ],
-)
+@pytest.mark.parametrize("entry", sorted(TINY))
 def test_a_bench_entry_runs_at_a_tiny_size(entry: str) -> None:
     proc = _run(entry, *TINY[entry])
     assert proc.returncode == 0, (
