@@ -399,12 +399,12 @@ def throttled_devices(site: Site) -> dict[str, float]:
 class Seen:
     """What the readings topic's last `lookback` says of the devices: per device, its last record
     that is its own (signed by it, keyed by it, not past its revocation's fence); per signer, the
-    records it signed that claim another device; and how many records no device's key vouches for.
-    A stolen device can write records, so only what a device's signature covers speaks for it."""
+    records it signed that claim another device. A record no device's key vouches for says nothing
+    of any device. A stolen device can write records, so only what a device's signature covers
+    speaks for it."""
 
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
     forged_by: dict[str, int] = field(default_factory=dict)
-    refused: int = 0
 
     def take(self, record: Any, keyring: Keyring) -> None:
         reason, signer = verdict(
@@ -412,8 +412,8 @@ class Seen:
         )
         claimed = (record.key or b"").decode(errors="replace")
         if reason is not None:
-            self.refused += 1
-        elif signer != claimed:
+            return
+        if signer != claimed:
             self.forged_by[str(signer)] = self.forged_by.get(str(signer), 0) + 1
         else:
             headers = dict(record.headers or [])
