@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -41,66 +41,60 @@ class Progress:
     play_tasks: int = 0
     task: str = ""
     in_recap: bool = False
-    failing: list[str] = field(default_factory=list)  # the failure being printed, from its task on
-    now: float = 0.0
+    failing: bool = False  # printing a failure in full, up to the next header
 
     def feed(self, raw: str, now: float) -> Iterator[str]:
-        self.now = now
         line = _ANSI.sub("", raw.rstrip("\n"))
-        header = _RECAP.match(line) or _PLAY.match(line) or _TASK.match(line)
-        if self.failing and not header:
-            self.failing.append(line)
-            yield line + "\n"  # the rest of the failure, in full, up to the next task
+        recap, play, task = _RECAP.match(line), _PLAY.match(line), _TASK.match(line)
+        if self.failing and not (recap or play or task):
+            yield line + "\n"
             return
-        self.failing = []
-        if _RECAP.match(line):
-            yield from self._end_play()
+        self.failing = False
+        if recap:
+            yield from self._end_play(now)
             self.in_recap = True
             yield "\n" + line + "\n"
         elif self.in_recap:
             if line.strip():
                 yield line + "\n"
-        elif match := _PLAY.match(line):
-            yield from self._end_play()
-            self.play, self.play_started, self.play_tasks = match.group(1), now, 0
-        elif match := _TASK.match(line):
-            self.task = match.group(1)
+        elif play:
+            yield from self._end_play(now)
+            self.play, self.play_started, self.play_tasks = play.group(1), now, 0
+        elif task:
+            self.task = task.group(1)
             self.tasks += 1
             self.play_tasks += 1
             yield f"    {self.tasks} tasks done; now: {self.task}\r"
         elif _FAILED.match(line):
-            self.failing = [line]
+            self.failing = True
             yield f"\n  FAILED in task [{self.task}] of play [{self.play}]:\n{line}\n"
 
-    def _end_play(self) -> Iterator[str]:
+    def _end_play(self, now: float) -> Iterator[str]:
         if self.play:
-            took = self.now - self.play_started
+            took = now - self.play_started
             yield f"  {self.play}: {self.play_tasks} tasks, {took:.0f}s\n"
         self.play = ""
-
-
-def _width() -> int:
-    return shutil.get_terminal_size((100, 20)).columns
 
 
 def show(lines: Iterable[str], out: TextIO, log: TextIO) -> None:
     """Ansible's `lines`, each kept in `log`, as progress on `out`."""
     progress = Progress()
+    width = shutil.get_terminal_size((100, 20)).columns - 1
     status = False
     for raw in lines:
         log.write(raw)
         for text in progress.feed(raw, time.monotonic()):
             if text.endswith("\r"):
-                out.write("\r" + text[:-1][: _width() - 1].ljust(_width() - 1))
+                out.write("\r" + text[:-1][:width].ljust(width))
                 status = True
             else:
                 if status:
-                    out.write("\r" + " " * (_width() - 1) + "\r")
+                    out.write("\r" + " " * width + "\r")
                     status = False
                 out.write(text)
             out.flush()
     if status:
-        out.write("\r" + " " * (_width() - 1) + "\r")
+        out.write("\r" + " " * width + "\r")
 
 
 def run(argv: list[str], log_path: Path, cwd: Path, env: dict[str, str] | None = None) -> int:
