@@ -70,6 +70,10 @@ BATCH_BYTES = 256 * 1024
 
 Header = tuple[str, bytes]
 Record = tuple[bytes | None, bytes, list[Header]]
+# A record or a tombstone (no value), which removes its key from a compacted topic.
+Change = tuple[bytes | None, bytes | None, list[Header]]
+# How far a batch read each source partition: the offset its next batch starts at.
+SourceOffsets = Mapping[TopicPartition, int]
 
 
 class LineageError(RuntimeError):
@@ -145,6 +149,8 @@ class TransactionalSink:
         # The last batch id committed, read from the marker when the producer starts; this
         # producer is then the only writer (a rival is fenced), so it keeps count itself.
         self._last_batch = -1
+        # The source offsets the group held when the producer started, then what it committed.
+        self._source: dict[TopicPartition, int] | None = None
 
     def producer(self) -> BoundedProducer:
         if self._producer is None:
@@ -160,6 +166,7 @@ class TransactionalSink:
                 producer.close(timeout=0)
                 raise
             self._producer = producer
+            self._source = None
         return self._producer
 
     def producer_options(self) -> dict[str, Any]:
@@ -222,14 +229,21 @@ class TransactionalSink:
         LOG.warning("%s: adopting query %s after %s (batch %d)", self.group, self.lineage, lineage, last)
         return -1
 
-    def write(self, batch_id: int, outputs: Mapping[str, Iterable[Record]]) -> int | None:
-        """Send the batch's records (by topic) in one transaction; None when written before."""
+    def write(
+        self, batch_id: int, outputs: Mapping[str, Iterable[Change]], source: SourceOffsets | None = None
+    ) -> int | None:
+        """Send the batch's records (by topic) in one transaction; None when written before.
+
+        With `source`, the transaction commits those offsets of the source partitions to the
+        sink's group, in place of the batch id: a batch is then written before when the group's
+        committed offsets reach `source`, whatever checkpoint or driver runs it, and a driver
+        started anywhere resumes from them (docs/design/any-pi-dies.md)."""
         records = [(topic, record) for topic, rows in outputs.items() for record in rows]
         deadline = time.monotonic() + self.retry_for
         attempt = 0
         while True:
             try:
-                return self._write_once(batch_id, records)
+                return self._write_once(batch_id, records, source)
             except (LineageError, ProducerFencedError):
                 raise  # a newer driver owns the output now, or the operator must decide
             except Exception as exc:
@@ -254,9 +268,32 @@ class TransactionalSink:
                 )
                 time.sleep(delay)
 
-    def _write_once(self, batch_id: int, records: list[tuple[str, Record]]) -> int | None:
+    def committed_source(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offsets the sink's group holds for these source partitions (-1: none yet)."""
+        consumer = KafkaConsumer(
+            **{**self.client, "bootstrap_servers": self._answering},
+            group_id=self.group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        try:
+            held = {tp: consumer.committed(tp, timeout_ms=int(self.call_timeout * 1000)) for tp in partitions}
+        finally:
+            consumer.close()
+        return {tp: -1 if offset is None else offset for tp, offset in held.items()}
+
+    def _written_before(self, batch_id: int, source: SourceOffsets | None) -> bool:
+        if source is None:
+            return batch_id <= self._last_batch
+        if self._source is None:  # read once per producer: it fenced every other writer
+            self._source = self.committed_source(source)
+        return all(self._source.get(tp, -1) >= offset for tp, offset in source.items())
+
+    def _write_once(
+        self, batch_id: int, records: list[tuple[str, Change]], source: SourceOffsets | None = None
+    ) -> int | None:
         producer = self.producer()
-        if batch_id <= self._last_batch:
+        if self._written_before(batch_id, source):
             LOG.info("batch %d: written to %s before a restart; skipped", batch_id, ",".join(self.topics))
             return None
         producer.begin_transaction()
@@ -270,12 +307,18 @@ class TransactionalSink:
         for future in futures:
             future.get(timeout=0)  # raises the send's error: the batch must not commit
         self._failpoint(SINK_AFTER_SENDS)
-        marker = {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
+        marker = (
+            {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
+            if source is None
+            else {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in source.items()}
+        )
         producer.send_offsets_within(marker, self.group, self.call_timeout)
         self._failpoint(SINK_BEFORE_COMMIT)  # also after the offsets: one moment in this client
         producer.commit_within(self.call_timeout)
         self._failpoint(SINK_AFTER_COMMIT)
         self._last_batch = batch_id
+        if source is not None:
+            self._source = {**(self._source or {}), **source}
         counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
         LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
         return len(records)

@@ -1,0 +1,112 @@
+"""An app's state kept in Kafka: a compacted topic of one record per device, written in the
+micro-batch's transaction beside its outputs and its source offsets (docs/design/any-pi-dies.md).
+
+A device's record holds every row of every state table that names it: its seq mark, its open
+windows, its baseline. A device whose rows are all gone gets a tombstone. The record is keyed by
+the device, as the agent keys its readings, and the state topic has as many partitions as the
+readings topic: Kafka's default partitioner puts a device's state in the partition number of its
+readings, so the state of readings partition k is state partition k.
+
+A driver started on any Pi reads the topic to its end with read_committed and holds the state of
+the last committed batch; what a batch that never committed wrote is never read. Nothing of the
+state lives on the driver's disk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+from pikit_spark.sink import Change
+from pikit_spark.state import Tables, columns
+
+# A device's state: its rows of each table, as lists in the table's column order.
+Document = dict[str, list[list[Any]]]
+
+
+def device_tables(schemas: Mapping[str, str]) -> None:
+    """Refuses a table that is not keyed by device: its rows would belong to no record."""
+    for name, ddl in schemas.items():
+        if columns(ddl)[0] != "device":
+            raise ValueError(f"state table {name} does not start with a device column: {ddl}")
+
+
+def documents(tables: Tables) -> dict[str, Document]:
+    """The tables' rows grouped by device (the first column of every state table)."""
+    docs: dict[str, Document] = {}
+    for name, rows in tables.items():
+        for row in rows:
+            docs.setdefault(row[0], {}).setdefault(name, []).append(list(row))
+    for doc in docs.values():
+        for listed in doc.values():
+            listed.sort(key=_order)
+    return docs
+
+
+def changes(before: Tables, after: Tables) -> list[Change]:
+    """The records that take the topic from `before` to `after`: a device whose rows changed gets
+    its whole new document, one whose rows are gone a tombstone; an unchanged device, nothing."""
+    old, new = documents(before), documents(after)
+    records: list[Change] = [
+        (device.encode(), _encode(doc), []) for device, doc in new.items() if old.get(device) != doc
+    ]
+    records.extend((device.encode(), None, []) for device in old.keys() - new.keys())
+    return records
+
+
+def read_state(
+    topic: str, schemas: Mapping[str, str], client: Mapping[str, Any], timeout: float = 60.0
+) -> Tables:
+    """The state the topic holds at its committed end: the newest document of each device, as the
+    tables' rows (tuples in column order, as VersionedTables gives them)."""
+    device_tables(schemas)
+    consumer = KafkaConsumer(
+        **client,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        # Bounded: a cold start reads every device's document once.
+        request_timeout_ms=int(min(timeout, 30) * 1000),
+    )
+    latest: dict[bytes, bytes | None] = {}
+    try:
+        found = consumer.partitions_for_topic(topic)
+        if found is None:
+            raise LookupError(f"the state topic {topic} does not exist")
+        partitions = [TopicPartition(topic, p) for p in sorted(found)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        # With read_committed, the end is the last stable offset: an open transaction's records
+        # lie past it.
+        ends = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: not read to its end in {timeout:.0f}s")
+            for batch in consumer.poll(timeout_ms=1000).values():
+                for record in batch:
+                    if record.offset < ends[TopicPartition(record.topic, record.partition)]:
+                        latest[record.key] = record.value
+    finally:
+        consumer.close()
+    tables: Tables = {name: [] for name in schemas}
+    for value in latest.values():
+        if value is None:
+            continue
+        for name, rows in json.loads(value).items():
+            if name in tables:  # a table a later release dropped is passed over
+                tables[name].extend(tuple(row) for row in rows)
+    return tables
+
+
+def _encode(doc: Document) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _order(row: list[Any]) -> tuple[str, ...]:
+    # Rows of a table in a stable order, so that an unchanged device compares equal whatever order
+    # the fold produced them in.
+    return tuple(repr(value) for value in row)

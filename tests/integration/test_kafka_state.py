@@ -1,0 +1,123 @@
+"""The apps' state held in Kafka (docs/design/any-pi-dies.md), against a real broker: a batch's
+state changes, outputs and source offsets land together or not at all, a driver started afresh
+reads back exactly the state of the last committed batch and skips what was written, and a
+device's state lies in the partition number of its readings."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from pikit_spark.changelog import changes, documents, read_state
+from pikit_spark.device_windows import STATE_SCHEMAS
+from pikit_spark.sink import BoundedProducer, TransactionalSink
+from pikit_spark.state import Tables
+
+from pikit.topic import read_to_end
+
+READINGS_PARTITIONS = 6
+
+
+def _topics(broker: str) -> tuple[str, str, str]:
+    tag = uuid.uuid4().hex[:8]
+    readings, out, state = f"readings-{tag}", f"out-{tag}", f"state-{tag}"
+    admin = KafkaAdminClient(bootstrap_servers=[broker])
+    try:
+        admin.create_topics(
+            [
+                NewTopic(readings, num_partitions=READINGS_PARTITIONS, replication_factor=1),
+                NewTopic(out, num_partitions=2, replication_factor=1),
+                NewTopic(
+                    state,
+                    num_partitions=READINGS_PARTITIONS,
+                    replication_factor=1,
+                    topic_configs={"cleanup.policy": "compact"},
+                ),
+            ]
+        )
+    finally:
+        admin.close()
+    return readings, out, state
+
+
+def _tables(devices: range, window_start: int, seq: int) -> Tables:
+    return {
+        "windows": [
+            (f"dev-{d}", "sim", metric, "C", window_start, 3, 20.5 + d, 0.25, 20.0, 21.0)
+            for d in devices
+            for metric in ("temperature", "humidity")
+        ],
+        "devices": [(f"dev-{d}", seq, 1.7e9 + seq, window_start - 60) for d in devices],
+    }
+
+
+def _same(a: Tables, b: Tables) -> bool:
+    return all(sorted(a.get(name, [])) == sorted(b.get(name, [])) for name in STATE_SCHEMAS)
+
+
+def test_state_offsets_and_outputs_commit_together_and_a_fresh_driver_resumes(broker: str) -> None:
+    readings, out, state = _topics(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    source = [TopicPartition(readings, p) for p in range(READINGS_PARTITIONS)]
+    first = _tables(range(10), 60, 5)
+    second = _tables(range(1, 12), 120, 9)  # dev-0 gone, dev-10 and dev-11 new, every row changed
+
+    sink = TransactionalSink([out, state], "state-app", client)
+    batch0 = {tp: 10 + tp.partition for tp in source}
+    assert sink.write(0, {out: [(b"dev-1", b"w0", [])], state: changes({}, first)}, batch0) == 11
+    assert _same(read_state(state, STATE_SCHEMAS, client), first)
+    assert sink.committed_source(source) == batch0
+    sink.close()
+
+    # A driver started afresh (another Pi, no checkpoint) is handed the same batch again: the
+    # group's offsets say it was written, so nothing goes out twice.
+    again = TransactionalSink([out, state], "state-app", client)
+    assert again.write(0, {out: [(b"dev-1", b"w0", [])], state: changes({}, first)}, batch0) is None
+    batch1 = {tp: 20 + tp.partition for tp in source}
+    records = changes(read_state(state, STATE_SCHEMAS, client), second)
+    assert [key for key, value, _ in records if value is None] == [b"dev-0"]
+    assert again.write(1, {out: [(b"dev-2", b"w1", [])], state: records}, batch1) == 1 + 12
+    again.close()
+    assert _same(read_state(state, STATE_SCHEMAS, client), second)
+    assert sorted(r.value for r in read_to_end(out, **client)) == [b"w0", b"w1"]
+
+    # A batch that never commits (its driver dies with the transaction open) leaves the state and
+    # the offsets as they were, and the next driver's producer aborts it.
+    zombie = BoundedProducer(**{**client, "transactional_id": "pikit-spark-state-app", "acks": "all"})
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    for key, value, _ in changes(second, _tables(range(3), 180, 12)):
+        zombie.send(state, key=key, value=value)
+    zombie.send(out, key=b"dev-3", value=b"lost")
+    zombie.flush()
+    assert _same(read_state(state, STATE_SCHEMAS, client), second)  # past the last stable offset
+    successor = TransactionalSink([out, state], "state-app", client)
+    assert successor.committed_source(source) == batch1
+    successor.producer()  # fences the zombie and aborts its transaction
+    successor.close()
+    zombie.close(timeout=0)
+    assert _same(read_state(state, STATE_SCHEMAS, client), second)
+    assert b"lost" not in {r.value for r in read_to_end(out, **client)}
+
+
+def test_a_devices_state_lies_in_the_partition_of_its_readings(broker: str) -> None:
+    readings, _, state = _topics(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    tables = _tables(range(40), 60, 1)
+    # The agent's producer: keyed by device, Kafka's default partitioner (edge_agent/kafka_link.py).
+    agent = KafkaProducer(**client)
+    for device in documents(tables):
+        agent.send(readings, key=device.encode(), value=b"{}")
+    agent.flush()
+    agent.close()
+    sink = TransactionalSink([state], "aligned-app", client)
+    sink.write(0, {state: changes({}, tables)}, {TopicPartition(readings, 0): 1})
+    sink.close()
+
+    reading_partition = {r.key: r.partition for r in read_to_end(readings, **client)}
+    state_partition = {r.key: r.partition for r in read_to_end(state, **client)}
+    assert len(state_partition) == 40
+    assert state_partition == reading_partition
+    assert len(set(state_partition.values())) == READINGS_PARTITIONS  # 40 devices cover all six
