@@ -102,6 +102,30 @@ def read_state(
     return tables
 
 
+class KafkaState:
+    """An app's state between micro-batches, for one driver: read from the topic once when the
+    driver starts, then kept in memory. A batch takes `before()`, computes its next state, and
+    sends `changes_to(after)` in its transaction; only once that commits does `committed(after)`
+    make it the next batch's `before()`. A batch that fails leaves the state as it was, and a
+    driver that dies leaves the topic at the last commit for the next one, on any Pi."""
+
+    def __init__(self, topic: str, schemas: Mapping[str, str], client: Mapping[str, Any]) -> None:
+        device_tables(schemas)
+        self.topic, self.schemas, self.client = topic, dict(schemas), dict(client)
+        self._held: Tables | None = None
+
+    def before(self) -> Tables:
+        if self._held is None:
+            self._held = read_state(self.topic, self.schemas, self.client)
+        return {name: list(rows) for name, rows in self._held.items()}
+
+    def changes_to(self, after: Tables) -> list[Change]:
+        return changes(self.before(), after)
+
+    def committed(self, after: Tables) -> None:
+        self._held = {name: [tuple(row) for row in after.get(name, [])] for name in self.schemas}
+
+
 def _encode(doc: Document) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 

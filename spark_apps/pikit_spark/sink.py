@@ -94,6 +94,26 @@ def batch_timestamp(checkpoint: str, batch_id: int) -> float:
     return int(json.loads(lines[1])["batchTimestampMs"]) / 1000
 
 
+def batch_end_offsets(checkpoint: str, batch_id: int) -> dict[TopicPartition, int]:
+    """Where a micro-batch stops reading each Kafka partition (the next batch's start), from
+    `<checkpoint>/offsets/<id>`: the offsets the sink commits with the batch's outputs."""
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+    return {
+        TopicPartition(topic, int(partition)): int(offset)
+        for source in lines[2:]
+        for topic, partitions in json.loads(source).items()
+        for partition, offset in partitions.items()
+    }
+
+
+def starting_offsets(topic: str, partitions: Iterable[int], committed: Mapping[TopicPartition, int]) -> str:
+    """Spark's `startingOffsets` for a query that resumes at the sink's committed offsets: every
+    partition named (-2, Spark's earliest, for one with no commit yet)."""
+    held = {p: committed.get(TopicPartition(topic, p), -1) for p in partitions}
+    offsets = {str(p): offset if offset >= 0 else -2 for p, offset in sorted(held.items())}
+    return json.dumps({topic: offsets}, separators=(",", ":"))
+
+
 class BoundedProducer(KafkaProducer):  # type: ignore[misc]
     """kafka-python's producer whose transactional calls wait `timeout` seconds at most.
 

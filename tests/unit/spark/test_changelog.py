@@ -4,11 +4,14 @@ its rows do, whatever order the fold gave them, and a table without a device col
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from kafka import TopicPartition
 from pikit_spark.anomalies import STATE_SCHEMAS as ALERT_SCHEMAS
 from pikit_spark.changelog import changes, device_tables, documents
 from pikit_spark.device_windows import STATE_SCHEMAS as WINDOW_SCHEMAS
+from pikit_spark.sink import batch_end_offsets, starting_offsets
 from pikit_spark.state import Tables
 
 BEFORE: Tables = {
@@ -46,3 +49,19 @@ def test_both_apps_state_is_keyed_by_device_and_other_tables_are_refused() -> No
     device_tables(ALERT_SCHEMAS)
     with pytest.raises(ValueError, match="parquet_copied"):
         device_tables({"parquet_copied": "at double"})
+
+
+def test_a_resumed_query_starts_at_the_committed_offsets_and_earliest_elsewhere() -> None:
+    committed = {TopicPartition("r", 0): 120, TopicPartition("r", 2): 0, TopicPartition("r", 3): -1}
+    assert json.loads(starting_offsets("r", range(4), committed)) == {
+        "r": {"0": 120, "1": -2, "2": 0, "3": -2}
+    }
+
+
+def test_a_batch_commits_the_offsets_its_offset_log_says_it_reads_to(tmp_path: Path) -> None:
+    # Spark's offset log: a version line, the batch's metadata, one line per source.
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "7").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1800000000000}\n{"r":{"1":40,"0":35}}\n'
+    )
+    assert batch_end_offsets(str(tmp_path), 7) == {TopicPartition("r", 0): 35, TopicPartition("r", 1): 40}
