@@ -61,7 +61,6 @@ from bench.cpu import CpuMeter
 from bench.rounds import named
 from pikit import REPO, role_default
 
-TOPIC = "sensor-readings"
 WINDOW_S = 60
 PROBE = "probe-0"
 # app name -> (its systemd unit, its state directory under the checkpoints)
@@ -271,7 +270,7 @@ class Watch(threading.Thread):
 
     def __post_init__(self) -> None:
         super().__init__(daemon=True)
-        self.consumer = self.lab.committed("sensor-aggregates", "sensor-alerts")
+        self.consumer = self.lab.committed(self.lab.topics["aggregates"], self.lab.topics["alerts"])
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -279,7 +278,7 @@ class Watch(threading.Thread):
                 now = time.time()
                 for record in records:
                     doc = json.loads(record.value)
-                    if record.topic == "sensor-alerts":
+                    if record.topic == self.lab.topics["alerts"]:
                         if doc["device"] == PROBE and "seq" in doc:
                             self.alerts.setdefault(doc["seq"], now)
                     elif doc["device"] != PROBE:
@@ -313,7 +312,7 @@ def produce(lab: lab_.Lab, devices: list[str], per_record: int, probe_every: flo
         if device in records:
             records[device].append(now)
         producer.send(
-            TOPIC,
+            lab.topics["readings"],
             key=device.encode(),
             value=value_bytes,
             headers=signing.headers(device, keys[device], value_bytes),

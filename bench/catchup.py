@@ -331,7 +331,7 @@ def main() -> None:
     g, client, master = lab.groups, lab.client, lab.master
     submit = SubmitLine(master)
     admin = KafkaAdminClient(**client)
-    partitions = len(admin.describe_topics(["sensor-readings"])[0]["partitions"])
+    partitions = len(admin.describe_topics([lab.topics["readings"]])[0]["partitions"])
     principal = "spark"  # kafka_spark_principal's default, which the lab keeps
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in CONTENDERS}
     with bench_topics(admin, partitions, principal):

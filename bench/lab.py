@@ -19,6 +19,8 @@ from pikit.site import Site
 from pikit.topic import mtls_client
 
 INVENTORY = REPO / "inventory/lab"
+# The site's topics the benches read and write, by the name of their setting (pikit_<kind>_topic).
+TOPIC_KINDS = ("readings", "aggregates", "latest", "alerts", "dead_letter", "late")
 # The apps' Spark defaults on the master (spark_conf_dir): spark_app_java_options among them.
 SPARK_DEFAULTS = "/etc/spark/spark-defaults.conf"
 
@@ -29,6 +31,7 @@ class Lab:
     groups: dict[str, list[str]]  # inventory group -> its hosts
     client: dict[str, Any]  # kafka-python's mTLS settings for the lab's brokers
     state: Path  # the controller's state of this lab (PKI, signing secret)
+    topics: dict[str, str]  # TOPIC_KINDS -> the topic's name on this site
 
     @property
     def master(self) -> str:
@@ -62,4 +65,5 @@ def find() -> Lab:
     site, name = Site.load(INVENTORY), spec_from_inventory(INVENTORY).name
     state = lab_home() / "state" / name
     brokers = site.endpoints("kafka-client", site.hosts("kafka_broker"))
-    return Lab(name, site.groups, mtls_client(brokers, state / "pki"), state)
+    topics = {kind: str(site.setting(f"pikit_{kind}_topic")) for kind in TOPIC_KINDS}
+    return Lab(name, site.groups, mtls_client(brokers, state / "pki"), state, topics)

@@ -33,8 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pikit_contract import signing
-from pikit_contract.readings import Reading, encode_batch
+from pikit_contract.readings import READINGS_TOPIC, Reading, encode_batch
 from pikit_spark import readings as now
+from pikit_spark.common import SESSION_SETTINGS
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -78,7 +79,7 @@ def records(n: int) -> list[tuple[bytes, bytes, Headers, str, int, int]]:
         ]
         value = encode_batch(device, batch, schema=SCHEMA)
         headers = signing.headers(device, KEYS[device], value)
-        out.append((device.encode(), value, headers, "sensor-readings", i % 3, i))
+        out.append((device.encode(), value, headers, READINGS_TOPIC, i % 3, i))
     return out
 
 
@@ -115,7 +116,7 @@ def local_session(app: str, memory: str) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", memory)
-        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.session.timeZone", str(SESSION_SETTINGS["spark.sql.session.timeZone"]))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -40,7 +40,6 @@ from bench import lab as lab_
 from bench.cpu import CpuMeter
 
 DEVICES = [f"bench-{i}" for i in range(10)]
-TOPIC = "sensor-readings"
 PER_RECORD = 100
 DEAD_EVERY = 500
 WINDOW_S = 60
@@ -56,7 +55,8 @@ class Watch(threading.Thread):
 
     def __init__(self, lab: lab_.Lab) -> None:
         super().__init__(daemon=True)
-        self.consumer = lab.committed("sensor-aggregates", "sensor-dead-letter")
+        self.dead_letters = lab.topics["dead_letter"]
+        self.consumer = lab.committed(lab.topics["aggregates"], self.dead_letters)
         self.arrived: dict[tuple[str, int], float] = {}
         self.dead: set[bytes] = set()
         self.stop = threading.Event()
@@ -66,7 +66,7 @@ class Watch(threading.Thread):
             for batch in self.consumer.poll(timeout_ms=500).values():
                 now = time.time()
                 for record in batch:
-                    if record.topic == "sensor-dead-letter":
+                    if record.topic == self.dead_letters:
                         if record.value.startswith(NOT_JSON):
                             self.dead.add(record.value)
                         continue
@@ -81,6 +81,7 @@ class SparkLag:
     def __init__(self, lab: lab_.Lab, checkpoint: str) -> None:
         self.offsets = lab.spark_shared / "checkpoints" / checkpoint / "offsets"
         self.consumer = KafkaConsumer(**lab.client)
+        self.topic = lab.topics["readings"]
 
     def processed(self) -> dict[int, int]:
         """End offsets of the newest batch Spark committed (offsets/N is written when batch N is
@@ -90,10 +91,11 @@ class SparkLag:
         if newest is None:
             return {}
         source = json.loads((self.offsets / str(newest)).read_text().splitlines()[2])
-        return {int(part): int(off) for part, off in source[TOPIC].items()}
+        return {int(part): int(off) for part, off in source[self.topic].items()}
 
     def records(self) -> int:
-        parts = [TopicPartition(TOPIC, p) for p in self.consumer.partitions_for_topic(TOPIC) or ()]
+        topic = self.topic
+        parts = [TopicPartition(topic, p) for p in self.consumer.partitions_for_topic(topic) or ()]
         ends = self.consumer.end_offsets(parts)
         processed = self.processed()
         return sum(end - processed.get(tp.partition, 0) for tp, end in ends.items())
@@ -124,6 +126,7 @@ def lag_growth(samples: list[tuple[float, int]], skip: float) -> float:
 
 def produce(
     client: dict[str, Any],
+    topic: str,
     keys: dict[str, bytes],
     rate: int,
     seconds: float,
@@ -137,7 +140,7 @@ def produce(
 
     def send(device: str, value: bytes) -> None:
         producer.send(
-            TOPIC, key=device.encode(), value=value, headers=signing.headers(device, keys[device], value)
+            topic, key=device.encode(), value=value, headers=signing.headers(device, keys[device], value)
         )
 
     seqs = dict.fromkeys(DEVICES, int(time.time() * 1000))
@@ -199,7 +202,7 @@ def main() -> None:
             sampler.start()
         committed = {name: lag.committed() for name, lag in lags.items()}
         cpu = CpuMeter()
-        sent, dead, elapsed = produce(client, keys, rate, args.seconds, taken)
+        sent, dead, elapsed = produce(client, lab.topics["readings"], keys, rate, args.seconds, taken)
         cpu_share = cpu.share()
         committed = {name: lag.committed() - committed[name] for name, lag in lags.items()}
         done.set()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,41 +64,10 @@ def _defaults(role: Path) -> dict[str, Any]:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def _stated_defaults(role: Path) -> dict[str, str]:
-    """Each option's `Default:` line, over all of the role's entry points."""
-    specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
-    out: dict[str, str] = {}
-    for entry in specs.values():
-        for name, option in (entry.get("options") or {}).items():
-            for line in _lines(option.get("description")):
-                if line.startswith(DEFAULT_PREFIX):
-                    out.setdefault(name, line[len(DEFAULT_PREFIX) :])
-    return out
-
-
-def _inherited(role: Path) -> dict[str, str]:
-    """The shown defaults of variables that the role's dependencies (meta/main.yml) define."""
-    meta = yaml.safe_load((role / "meta/main.yml").read_text()) if (role / "meta/main.yml").exists() else {}
-    out: dict[str, str] = {}
-    for dependency in (meta or {}).get("dependencies") or []:
-        dep = role.parent / (dependency["role"] if isinstance(dependency, dict) else dependency)
-        stated = _stated_defaults(dep) if (dep / "meta/argument_specs.yml").exists() else {}
-        for name, value in _defaults(dep).items():
-            computed = isinstance(value, str) and ("{{" in value or "{%" in value)
-            if computed and name not in stated:
-                raise SpecError(
-                    f"{dep.name}: {name}'s default is computed; say what it comes to in a "
-                    f"description line starting {DEFAULT_PREFIX!r}"
-                )
-            out[name] = stated[name] if computed else _literal(value)
-    return out
-
-
 def variables(role: Path) -> list[Variable]:
     """The role's variables in spec order, every entry point's options once (main first)."""
     specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
     defaults = _defaults(role)
-    inherited = _inherited(role)
     seen: dict[str, Variable] = {}
     for entry in sorted(specs, key=lambda name: name != "main"):
         for name, option in (specs[entry].get("options") or {}).items():
@@ -114,8 +84,6 @@ def variables(role: Path) -> list[Variable]:
                 meaning += " One of " + ", ".join(f"`{c}`" for c in option["choices"]) + "."
             if stated:
                 default = stated[0]
-            elif name not in defaults and name in inherited:
-                default = inherited[name]
             elif name not in defaults:
                 default = "—"
             elif isinstance(defaults[name], str) and ("{{" in defaults[name] or "{%" in defaults[name]):
@@ -129,9 +97,43 @@ def variables(role: Path) -> list[Variable]:
     return list(seen.values())
 
 
+def _dependencies(role: Path) -> list[Path]:
+    meta = yaml.safe_load((role / "meta/main.yml").read_text()) if (role / "meta/main.yml").exists() else {}
+    return [
+        role.parent / (dependency["role"] if isinstance(dependency, dict) else dependency)
+        for dependency in (meta or {}).get("dependencies") or []
+    ]
+
+
+def site_wide(role: Path) -> dict[str, list[str]]:
+    """Per dependency, the variables its spec declares that this role's own files use: a setting
+    is declared once, by the role that sets it for the whole site (roles/pikit), not again by each
+    role that reads it."""
+    used = " ".join(
+        path.read_text()
+        for folder in ("defaults", "vars", "tasks", "handlers", "templates", "filter_plugins", "library")
+        for path in sorted((role / folder).rglob("*"))
+        if path.is_file() and path.suffix in {".yml", ".j2", ".py"}
+    )
+    out: dict[str, list[str]] = {}
+    for dep in _dependencies(role):
+        specs = yaml.safe_load((dep / "meta/argument_specs.yml").read_text())["argument_specs"]
+        declared = {name for entry in specs.values() for name in entry.get("options") or {}}
+        out[dep.name] = sorted(name for name in declared if re.search(rf"\b{name}\b", used))
+    return out
+
+
 def table(role: Path) -> str:
     rows = [f"| `{v.name}` | {_cell(v.default)} | {_cell(v.meaning)} |" for v in variables(role)]
-    return "\n".join([BEGIN, "", "| variable | default | meaning |", "|---|---|---|", *rows, "", END])
+    read = [
+        f"It also reads the site-wide settings of `roles/{dep}`, its dependency: "
+        + ", ".join(f"`{name}`" for name in names)
+        + "."
+        for dep, names in site_wide(role).items()
+        if names
+    ]
+    head = [BEGIN, "", "| variable | default | meaning |", "|---|---|---|", *rows, ""]
+    return "\n".join([*head, *(f"{line}\n" for line in read), END])
 
 
 def render(readme: str, generated: str, where: str) -> str:

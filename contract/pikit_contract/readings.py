@@ -38,6 +38,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Protocol
 
+# The topic an agent writes to when its configuration names none: the kit's default name, which a
+# site may change (roles/pikit: pikit_readings_topic, which a unit test holds to this).
+READINGS_TOPIC = "sensor-readings"
 SCHEMA_VERSION = 2  # what this release's agent writes
 SCHEMAS_READ = (1, 2)  # what this release's readers accept
 RELEASE_HEADER = "pikit-agent"

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pikit_contract.readings import READINGS_TOPIC
+
 from edge_agent.sensor_config import ConfigError, SensorConfig
 from edge_agent.sensors import sensor_types
 from edge_agent.spool import FSYNC_POLICIES, FULL_POLICIES
@@ -50,7 +52,7 @@ _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 @dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: list[str]
-    topic: str = "sensor-readings"
+    topic: str = READINGS_TOPIC
     ca_file: str = ""
     cert_file: str = ""
     signing_key_file: str = ""
@@ -123,7 +125,7 @@ def parse(doc: dict[str, Any]) -> Config:
         raise ConfigError(f"kafka.bootstrap_servers: must be a non-empty list of host:port, got {servers!r}")
     kafka = KafkaConfig(
         bootstrap_servers=servers,
-        topic=_take(k, "topic", "kafka.", str, "sensor-readings"),
+        topic=_take(k, "topic", "kafka.", str, READINGS_TOPIC),
         ca_file=_take(k, "ca_file", "kafka.", str, ""),
         cert_file=_take(k, "cert_file", "kafka.", str, ""),
         signing_key_file=_take(k, "signing_key_file", "kafka.", str, ""),

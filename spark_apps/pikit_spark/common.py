@@ -210,44 +210,47 @@ def kafka_python_client(path: str) -> dict[str, Any]:
     return client
 
 
+# What every app's session sets, whatever the cluster's spark-defaults.conf says. The Spark unit
+# tests' session and the parse bench's take the same, so that they run as the apps do.
+SESSION_SETTINGS: dict[str, bool | float | int | str | None] = {
+    # Windows, dates and the readings' event times are UTC, on every Pi whatever its time zone.
+    "spark.sql.session.timeZone": "UTC",
+    # Adaptive execution runs each shuffle's map side as a Spark job of its own: a micro-batch's
+    # one read becomes two jobs, and on a Pi a job costs a second or more whatever its size.
+    # Its gains (coalescing a few shuffle partitions, re-planning joins) are nil for these
+    # batches, whose shuffles hold summaries of thousands of rows and whose joins are broadcast.
+    "spark.sql.adaptive.enabled": "false",
+    # A task waits this long for the executor it prefers: a Kafka partition's last reader, a
+    # shuffle's map side. Every executor reads any partition over the network alike, and the
+    # cores idle meanwhile: on the lab a two-stage job of 15 rows took 0.5 s, most of it waiting.
+    "spark.locality.wait": "0s",
+    # The offset and commit logs written through Hadoop's FileSystem, not its FileContext: on
+    # a local or NFS disk without Hadoop's native library, FileContext runs `readlink` and
+    # `chmod` as child processes, 20 per micro-batch (walCommit + commitOffsets: 100-240 ms
+    # on the lab, 10x the FileSystem's). Its rename is atomic there all the same.
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+    # Every PySpark function call otherwise also tells the JVM its Python call site (a
+    # session lookup, a conf read, set and clear: 4-6 py4j round trips each), so that an
+    # error can name the line that built the failing expression. Building a micro-batch's
+    # plan made 1,131 round trips where 511 do without: 0.3 s a batch on the lab. An error
+    # still names the expression and its plan; only the Python line is missing.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # A query's stop() waits for its thread at most this long, then raises: a keyring
+    # reload that meets a micro-batch stuck in a dead broker's request ends the app, which
+    # systemd starts again, instead of waiting forever (Spark's default is 0, no bound).
+    "spark.sql.streaming.stopTimeout": "60s",
+    # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi. (The
+    # apps use none: their state is their own. RocksDB has no armhf build: docs/design/any-pi-dies.md.)
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+}
+
+
 def session(app: str, shuffle_partitions: int | None) -> SparkSession:
-    spark = (
-        SparkSession.builder.appName(app)
-        .config("spark.sql.session.timeZone", "UTC")
-        # Adaptive execution runs each shuffle's map side as a Spark job of its own: a micro-batch's
-        # one read becomes two jobs, and on a Pi a job costs a second or more whatever its size.
-        # Its gains (coalescing a few shuffle partitions, re-planning joins) are nil for these
-        # batches, whose shuffles hold summaries of thousands of rows and whose joins are broadcast.
-        .config("spark.sql.adaptive.enabled", "false")
-        # A task waits this long for the executor it prefers: a Kafka partition's last reader, a
-        # shuffle's map side. Every executor reads any partition over the network alike, and the
-        # cores idle meanwhile: on the lab a two-stage job of 15 rows took 0.5 s, most of it waiting.
-        .config("spark.locality.wait", "0s")
-        # The offset and commit logs written through Hadoop's FileSystem, not its FileContext: on
-        # a local or NFS disk without Hadoop's native library, FileContext runs `readlink` and
-        # `chmod` as child processes, 20 per micro-batch (walCommit + commitOffsets: 100-240 ms
-        # on the lab, 10x the FileSystem's). Its rename is atomic there all the same.
-        .config(
-            "spark.sql.streaming.checkpointFileManagerClass",
-            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-        )
-        # Every PySpark function call otherwise also tells the JVM its Python call site (a
-        # session lookup, a conf read, set and clear: 4-6 py4j round trips each), so that an
-        # error can name the line that built the failing expression. Building a micro-batch's
-        # plan made 1,131 round trips where 511 do without: 0.3 s a batch on the lab. An error
-        # still names the expression and its plan; only the Python line is missing.
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        # A query's stop() waits for its thread at most this long, then raises: a keyring
-        # reload that meets a micro-batch stuck in a dead broker's request ends the app, which
-        # systemd starts again, instead of waiting forever (Spark's default is 0, no bound).
-        .config("spark.sql.streaming.stopTimeout", "60s")
-        # State of any stateful operator in RocksDB: off the JVM heap, which is small on a Pi.
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        .getOrCreate()
-    )
+    spark = SparkSession.builder.appName(app).config(map=SESSION_SETTINGS).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     # A task costs its launch whatever it carries, and the apps' shuffles carry summaries (a row
     # per window and device), not readings: more tasks than cores only queue behind each other.

@@ -51,6 +51,7 @@ from kafka.errors import KafkaTimeoutError, ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 from pikit_contract.brokers import bootstrap_servers
 from pikit_contract.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_BEFORE_COMMIT, fire_if_armed
+from pikit_contract.names import SPARK_PREFIX
 
 LOG = logging.getLogger("pikit.sink")
 
@@ -154,7 +155,7 @@ class TransactionalSink:
         failpoints: str | None = None,
     ) -> None:
         self.topics = topics
-        self.transactional_id = self.group = f"pikit-spark-{name}"
+        self.transactional_id = self.group = f"{SPARK_PREFIX}{name}"
         self.client = client
         self.marker = TopicPartition(topics[0], 0)
         self.lineage = lineage

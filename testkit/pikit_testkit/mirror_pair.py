@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pikit_contract.readings import READINGS_TOPIC
+
 from pikit import REPO
 from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
@@ -89,9 +91,7 @@ def mirror_pair(
         site_admin = _client(site, site_admin_pem, site_ca[1])
         core_admin = _client(core, core_admin_pem, core_ca[1])
         connect = {"principal": "connect", "group_id": GROUP}
-        site_acls = kafka_filters.kafka_default_acls(
-            [], "spark", "sensor-readings", sorted(topics), [], connect
-        )
+        site_acls = kafka_filters.kafka_default_acls([], "spark", READINGS_TOPIC, sorted(topics), [], connect)
         declared = [{"name": name, "partitions": n, "replication_factor": 1} for name, n in topics.items()]
         for admin, acls, wanted in (
             (site_admin, site_acls, declared),

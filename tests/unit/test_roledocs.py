@@ -66,6 +66,23 @@ def test_the_table_shows_literal_stated_and_missing_defaults(tmp_path: Path) -> 
     assert "with a bar" in roledocs.table(role) and "\\| with a bar" in roledocs.table(role)
 
 
+def test_the_site_wide_settings_a_role_reads_are_named_not_declared_again(tmp_path: Path) -> None:
+    role = make_role(tmp_path)
+    (role / "meta/main.yml").write_text("dependencies:\n  - role: site\n")
+    (role / "templates").mkdir()
+    (role / "templates/demo.conf.j2").write_text("topic={{ site_topic }}\n")
+    site = tmp_path / "site"
+    (site / "meta").mkdir(parents=True)
+    (site / "meta/argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n"
+        "      site_topic: {type: str, description: x}\n      site_topics: {type: list, description: y}\n"
+    )
+    assert roledocs.site_wide(role) == {"site": ["site_topic"]}
+    assert "reads the site-wide settings of `roles/site`, its dependency: `site_topic`." in roledocs.table(
+        role
+    )
+
+
 def test_check_fails_on_a_stale_table_and_a_rewrite_mends_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

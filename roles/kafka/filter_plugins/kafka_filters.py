@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pikit_contract.names import SPARK_PREFIX
+
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
@@ -100,8 +102,8 @@ def kafka_default_acls(
     connect: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The pipeline's ACLs: devices write the readings topic; the Spark apps read it, write and read
-    their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `pikit-spark-*`
-    (the sink's batch markers), and transactional ids `pikit-spark-*` (the exactly-once sink).
+    their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `SPARK_PREFIX*`
+    (the sink's batch markers), and transactional ids `SPARK_PREFIX*` (the exactly-once sink).
 
     With `connect` ({principal, group_id}: a site with Kafka Connect workers), the workers own
     their config, offset and status topics `<group>-*` (which they create), join their group, read
@@ -147,8 +149,8 @@ def kafka_default_acls(
         acl(spark, "topic", readings_topic, ["read", "describe"]),
         *(acl(spark, "topic", topic, ["write", "describe", "read"]) for topic in output_topics),
         acl(spark, "group", "spark-kafka-", ["read", "describe"], prefixed=True),
-        acl(spark, "group", "pikit-spark-", ["read", "describe"], prefixed=True),
-        acl(spark, "transactional_id", "pikit-spark-", ["write", "describe"], prefixed=True),
+        acl(spark, "group", SPARK_PREFIX, ["read", "describe"], prefixed=True),
+        acl(spark, "transactional_id", SPARK_PREFIX, ["write", "describe"], prefixed=True),
         *(_connect_acls(acl, connect, [readings_topic, *output_topics]) if connect else []),
     ]
 

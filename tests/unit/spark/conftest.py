@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from pikit_spark.common import SESSION_SETTINGS
 from py4j import protocol  # type: ignore[import-untyped]
 from py4j.java_gateway import GatewayClient  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
@@ -18,11 +19,9 @@ def spark() -> Iterator[SparkSession]:
         SparkSession.builder.master("local[2]")
         .appName("pikit-unit")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         # As the apps run (pikit_spark.common.session), so that the tests count their Spark jobs.
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        .config(map=SESSION_SETTINGS)
         .config("spark.driver.memory", "512m")
         # C1 only: these short sessions ran the C2 compiler threads for about half of the
         # JVM's CPU time, compiling code that a small test frame never runs long enough to repay.
