@@ -25,7 +25,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from edge_agent import unitfile
 from edge_agent.sensors import device_nodes
@@ -180,8 +180,9 @@ class Payload:
         out[f"{PAYLOAD}/tls/ca.crt"] = self.ca.read_bytes()
         out[f"{PAYLOAD}/tls/device.crt"] = self.cert.read_bytes()
         out[f"{PAYLOAD}/tls/device.key"] = self.key.read_bytes()
-        out[f"{PAYLOAD}/edge-agent.service"] = unit(*agent_settings(self.config)).encode()
-        out[f"{PAYLOAD}/install.sh"] = INSTALL_SH.encode()
+        name = unit_name()
+        out[f"{PAYLOAD}/{name}.service"] = unit(*agent_settings(self.config)).encode()
+        out[f"{PAYLOAD}/install.sh"] = install_sh(layout(), name).encode()
         return out
 
 
@@ -215,44 +216,72 @@ def unit(spool_dir: str, device_id: str, devices: list[str]) -> str:
         raise FlashError(str(exc)) from None
 
 
-INSTALL_SH = f"""#!/bin/bash
+def layout() -> dict[str, Any]:
+    """Where the edge_agent role puts the agent on a device (edge_agent/unitfile.py)."""
+    try:
+        return unitfile.layout()
+    except unitfile.UnitSourceError as exc:
+        raise FlashError(str(exc)) from None
+
+
+def unit_name() -> str:
+    """The agent's unit as the role names it (its `_edge_agent_unit`)."""
+    try:
+        return str(unitfile.role_values()[f"{unitfile.UNIT_ROLE}_name"])
+    except unitfile.UnitSourceError as exc:
+        raise FlashError(str(exc)) from None
+
+
+def install_sh(layout: dict[str, Any], unit_name: str) -> str:
+    """The first-boot script: the agent installed offline where the edge_agent role puts it
+    (`layout`: its `_edge_agent_layout`) and run by its unit, then every copy of the device's
+    secrets removed from the boot partition (FAT has no permissions)."""
+    where = {
+        key: value if key == "hardware_groups" else shlex.quote(str(value)) for key, value in layout.items()
+    }
+    user, tls, cert = where["user"], where["tls_dir"], where["cert_name"]
+    releases, install_dir = where["releases"], where["install_dir"]
+    groups = " ".join(shlex.quote(group) for group in layout["hardware_groups"])
+    release_link = shlex.quote(os.path.relpath(layout["releases"], layout["install_dir"]))
+    unit = shlex.quote(unit_name)
+    return f"""#!/bin/bash
 # {MARKER}: install the edge agent offline on first boot, then remove every copy of
 # the device's secrets from the boot partition (FAT has no permissions).
 set -eu
 PAYLOAD=$(dirname "$(readlink -f "$0")")
 exec > >(tee -a /var/log/pikit-install.log) 2>&1
-id edge-agent >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/edge-agent \\
-  --shell /usr/sbin/nologin edge-agent
-for group in i2c gpio; do
-  if getent group "$group" >/dev/null; then usermod -aG "$group" edge-agent; fi
+id {user} >/dev/null 2>&1 || useradd --system --user-group --home-dir {where["home"]} \\
+  --shell /usr/sbin/nologin {user}
+for group in {groups}; do
+  if getent group "$group" >/dev/null; then usermod -aG "$group" {user}; fi
 done
-install -d -m 0755 /opt/edge-agent /etc/edge-agent
-install -d -m 0750 -o root -g edge-agent /etc/edge-agent/tls
-install -m 0644 "$PAYLOAD/tls/ca.crt" /etc/edge-agent/tls/ca.crt
-install -m 0644 "$PAYLOAD/tls/device.crt" /etc/edge-agent/tls/edge-agent.crt
-(umask 077; cat "$PAYLOAD/tls/device.key" "$PAYLOAD/tls/device.crt" > /etc/edge-agent/tls/edge-agent.pem)
-chown edge-agent:edge-agent /etc/edge-agent/tls/edge-agent.pem
-chmod 0600 /etc/edge-agent/tls/edge-agent.pem
-install -m 0640 -g edge-agent "$PAYLOAD/config.toml" /etc/edge-agent/config.toml
+install -d -m 0755 {install_dir} {where["conf_dir"]}
+install -d -m 0750 -o root -g {user} {tls}
+install -m 0644 "$PAYLOAD/tls/ca.crt" {tls}/ca.crt
+install -m 0644 "$PAYLOAD/tls/device.crt" {tls}/{cert}.crt
+(umask 077; cat "$PAYLOAD/tls/device.key" "$PAYLOAD/tls/device.crt" > {tls}/{cert}.pem)
+chown {user}:{user} {tls}/{cert}.pem
+chmod 0600 {tls}/{cert}.pem
+install -m 0640 -g {user} "$PAYLOAD/config.toml" {where["config"]}
 READ_SPOOL='import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["spool"]["directory"])'
 SPOOL=$(python3 -c "$READ_SPOOL" \\
-  /etc/edge-agent/config.toml)
-install -d -m 0750 -o edge-agent -g edge-agent "$SPOOL"
+  {where["config"]})
+install -d -m 0750 -o {user} -g {user} "$SPOOL"
 # The edge_agent role's layout (roles/edge_agent/tasks/install.yml): one directory per release,
 # `current` pointing at the one the unit runs, so that playbooks/edge-upgrade.yml can take over.
 WHEEL=$(basename "$PAYLOAD"/wheels/pikit_edge_agent-*-py3-none-any.whl)
 RELEASE=${{WHEEL#pikit_edge_agent-}}; RELEASE=${{RELEASE%-py3-none-any.whl}}
-install -d -m 0755 /opt/edge-agent/releases/"$RELEASE"
-cp -r "$PAYLOAD/wheels" /opt/edge-agent/releases/"$RELEASE"/wheels
-python3 -m venv --system-site-packages /opt/edge-agent/releases/"$RELEASE"/venv
-/opt/edge-agent/releases/"$RELEASE"/venv/bin/pip install --no-index \\
-  --find-links /opt/edge-agent/releases/"$RELEASE"/wheels pikit-edge-agent=="$RELEASE"
-ln -sfn releases/"$RELEASE" /opt/edge-agent/current
-install -m 0644 "$PAYLOAD/edge-agent.service" /etc/systemd/system/edge-agent.service
+install -d -m 0755 {releases}/"$RELEASE"
+cp -r "$PAYLOAD/wheels" {releases}/"$RELEASE"/wheels
+python3 -m venv --system-site-packages {releases}/"$RELEASE"/venv
+{releases}/"$RELEASE"/venv/bin/pip install --no-index \\
+  --find-links {releases}/"$RELEASE"/wheels pikit-edge-agent=="$RELEASE"
+ln -sfn {release_link}/"$RELEASE" {where["current"]}
+install -m 0644 "$PAYLOAD/{unit_name}.service" /etc/systemd/system/{unit}.service
 systemctl daemon-reload
-systemctl enable edge-agent
+systemctl enable {unit}
 # firstrun reboots right after this script; cloud-init runs it on a booted system (--start).
-if [ "${{1:-}}" = --start ]; then systemctl start edge-agent; fi
+if [ "${{1:-}}" = --start ]; then systemctl start {unit}; fi
 shred -u "$PAYLOAD/tls/device.key" 2>/dev/null || rm -f "$PAYLOAD/tls/device.key"
 rm -rf "$PAYLOAD"
 echo "pikit: edge agent installed"

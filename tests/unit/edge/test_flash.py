@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 from edge_agent.cli import main
-from edge_agent.flash import MARKER, Device, FlashError, agent_settings, cloud_init_files, unit
+from edge_agent.flash import (
+    MARKER,
+    Device,
+    FlashError,
+    agent_settings,
+    cloud_init_files,
+    install_sh,
+    layout,
+    unit,
+    unit_name,
+)
 
 from edge_agent import unitfile
 from pikit import REPO
@@ -224,14 +234,34 @@ def test_the_flashed_unit_is_rendered_from_the_roles(tmp_path: Path) -> None:
     on_a_bus = unit("/srv/spool", "edge-7", ["/dev/i2c-1"])
     assert "PrivateDevices=no\nDevicePolicy=closed\nDeviceAllow=/dev/i2c-1 rw\n" in on_a_bus
     roles = tmp_path / "roles"
-    shutil.copytree(REPO / "roles/edge_agent", roles / "edge_agent")
-    shutil.copytree(REPO / "roles/service_unit", roles / "service_unit")
+    for role in ("edge_agent", "service_unit", "pikit"):
+        shutil.copytree(REPO / f"roles/{role}", roles / role)
     values = roles / "edge_agent/vars/main.yml"
     values.write_text(values.read_text().replace("  limit_nofile: 4096", "  limit_nofile: 777"))
     changed = unitfile.render(
         MARKER, {"edge_agent_spool_dir": "/srv/spool", "edge_agent_device_id": "e"}, roles
     )
     assert "LimitNOFILE=777\n" in changed, "a change to the role's values reaches the flashed unit"
+
+
+def test_the_flashed_install_puts_the_agent_where_the_role_does(tmp_path: Path) -> None:
+    """flash states no path of its own: install.sh takes each from the role's `_edge_agent_layout`."""
+    script = install_sh(layout(), unit_name())
+    assert 'install -m 0640 -g edge-agent "$PAYLOAD/config.toml" /etc/edge-agent/config.toml\n' in script
+    assert "> /etc/edge-agent/tls/edge-agent.pem)" in script
+    assert 'ln -sfn releases/"$RELEASE" /opt/edge-agent/current\n' in script
+    assert "--home-dir /srv/pikit/edge-agent " in script, "the common role's home for a service user"
+    assert "systemctl enable edge-agent\n" in script
+    roles = tmp_path / "roles"
+    for role in ("edge_agent", "service_unit", "pikit"):
+        shutil.copytree(REPO / f"roles/{role}", roles / role)
+    defaults = roles / "edge_agent/defaults/main.yml"
+    defaults.write_text(
+        defaults.read_text().replace("edge_agent_conf_dir: /etc/edge-agent", "edge_agent_conf_dir: /etc/ea")
+    )
+    moved = install_sh(unitfile.layout(roles=roles), unit_name())
+    assert "/etc/ea/config.toml\n" in moved and "/etc/ea/tls/edge-agent.pem)" in moved
+    assert "/etc/edge-agent" not in moved
 
 
 def test_several_agent_releases_in_the_wheels_are_refused(

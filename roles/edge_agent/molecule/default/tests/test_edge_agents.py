@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_agent.flash import unit
+from edge_agent.flash import layout, unit
 from edge_agent.sensors import device_nodes
 from pikit_contract.readings import decode_batch
 from pikit_testkit.molecule_lab import journal, ops_only, playbook, podman, recap
@@ -62,6 +62,20 @@ def test_the_installed_unit_is_the_one_flash_writes(host: Any) -> None:
     flashed = unit(config["spool"]["directory"], config["device_id"], devices).splitlines()[1:]
     installed = host.file("/etc/systemd/system/edge-agent.service").content_string.splitlines()[1:]
     assert installed == flashed
+
+
+def test_the_agent_is_where_flash_puts_it(host: Any) -> None:
+    """One layout for both ways onto a device: `edge-agent flash` installs by the role's
+    `_edge_agent_layout`, and the role put every file there."""
+    if not is_edge(host):
+        pytest.skip("not an edge device")
+    where = layout()
+    tls = f"{where['tls_dir']}/{where['cert_name']}"
+    for path in (where["config"], f"{tls}.pem", f"{tls}.crt", f"{where['tls_dir']}/ca.crt", where["bin"]):
+        assert host.file(path).exists, path
+    assert host.file(where["current"]).is_symlink
+    assert host.file(where["current"]).linked_to.startswith(where["releases"] + "/")
+    assert host.user(where["user"]).home == where["home"]
 
 
 def test_the_private_key_is_the_agents_alone(host: Any) -> None:
