@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from tests.conftest import load_filter_plugin
 
@@ -84,3 +85,38 @@ def test_a_typed_command_line_with_extras_parses_back_to_the_same_values() -> No
         "--log-level",
         "DEBUG",
     ]
+
+
+def _plan(host: str, nodes: dict[str, dict[str, object]], **over: object) -> dict[str, Any]:
+    inputs = {
+        "host": host,
+        "masters": ["m"],
+        "workers": ["w1", "w2", "w3"],
+        "active_workers": ["w1", "w2"],  # w3 decommissioned
+        "nodes": nodes,
+        "history": False,
+        "ports": PORTS,
+        **over,
+    }
+    return dict(load().spark_plan(inputs))
+
+
+def test_the_plan_holds_out_a_worker_whose_python_is_not_the_masters() -> None:
+    nodes = {h: {**NODE, "python": "3.13"} for h in ("m", "w1", "w2", "w3")}
+    nodes["w2"]["python"] = "3.11"
+    plan = _plan("w1", nodes)
+    assert plan["held_out"] == ["w2"] and plan["serving_workers"] == ["w1"]
+    assert plan["is_worker"] and not plan["is_leaving"]
+    assert [s["name"] for s in plan["services"]] == ["spark-worker"]
+    held = _plan("w2", nodes)
+    assert not held["is_worker"] and held["is_leaving"] and held["services"] == []
+    leaving = _plan("w3", nodes)
+    assert leaving["is_leaving"] and leaving["serving_workers"] == ["w1"]
+    assert [s["name"] for s in _plan("m", nodes)["services"]] == ["spark-master"]
+
+
+def test_without_the_masters_python_no_worker_is_held_out() -> None:
+    nodes = {"w1": {**NODE, "python": "3.13"}}
+    plan = _plan("w1", nodes)
+    assert plan["held_out"] == [] and plan["serving_workers"] == ["w1", "w2"]
+    assert _plan("w9", nodes)["services"] == [], "a host whose node was not read runs nothing"

@@ -96,6 +96,48 @@ def spark_submit_argv(
     return argv + spark_app_options(options) + shlex.split(extra or "")
 
 
+def spark_plan(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """What this node does, from explicit inputs: the inventory's (`masters`, `active_workers`: the
+    workers less those decommissioned) and the nodes' (`nodes`: each host's spark_node fact, which
+    tasks/facts.yml set), once per run (tasks/plan.yml).
+
+    PySpark runs the apps' Python on the driver (the master's node) and on every executor, and
+    refuses two minor versions: a worker whose Python is not the master's is held out of service,
+    as if decommissioned, until both run one Raspberry Pi OS release."""
+    nodes, host = inputs["nodes"], inputs["host"]
+    master = (inputs["masters"] or [None])[0]
+    python = (nodes.get(master) or {}).get("python")
+    held_out = (
+        [w for w in inputs["active_workers"] if (nodes.get(w) or {}).get("python") != python]
+        if python is not None
+        else []
+    )
+    serving = [w for w in inputs["active_workers"] if w not in held_out]
+    worker = host in serving
+    services = (
+        spark_services(
+            nodes[host],
+            master=host in inputs["masters"],
+            worker=worker,
+            history=bool(inputs["history"]),
+            **inputs["ports"],
+        )
+        if host in nodes
+        else []
+    )
+    return {
+        "held_out": held_out,
+        "serving_workers": serving,
+        "is_worker": worker,
+        "is_leaving": host in inputs["workers"] and not worker,
+        "services": services,
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"spark_services": spark_services, "spark_submit_argv": spark_submit_argv}
+        return {
+            "spark_plan": spark_plan,
+            "spark_services": spark_services,
+            "spark_submit_argv": spark_submit_argv,
+        }
