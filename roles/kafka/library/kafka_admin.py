@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.kafka_acls import reconcile_acls, wait_applied
@@ -217,6 +218,33 @@ def run(params: dict[str, Any], check: bool) -> dict[str, Any]:
             return raised
         finally:
             admin.close()
+    return _retrying(lambda: _reconcile(params, check))
+
+
+# A reconcile is declarative, so one that met a broker too slow to answer (a request timed out
+# under load: molecule kafka/default's converge failed so, 2026-12-01) is run again whole, after
+# a pause. An error that is not retriable (a refused config, an authorization) fails at once.
+RECONCILE_ATTEMPTS = 3
+RECONCILE_PAUSE_S = 5.0
+
+
+def _retrying(reconcile: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`reconcile()`, again while it meets a retriable error, up to RECONCILE_ATTEMPTS times. The
+    result is the last attempt's: changes an attempt cut short had made are not listed again."""
+    attempt = 1
+    while True:
+        try:
+            result = reconcile()
+        except Exception as exc:
+            if not getattr(exc, "retriable", False) or attempt >= RECONCILE_ATTEMPTS:
+                raise
+            time.sleep(RECONCILE_PAUSE_S * attempt)
+            attempt += 1
+            continue
+        return {**result, "attempts": attempt} if attempt > 1 else result
+
+
+def _reconcile(params: dict[str, Any], check: bool) -> dict[str, Any]:
     admin = connect(params)
     try:
         confirmed = frozenset(params["delete_topics_confirmed"])
