@@ -64,6 +64,9 @@ def closed_windows(count: int, devices: int = 100) -> list[dict[str, Any]]:
     return windows
 
 
+READ_BACK_S = 30.0  # how long the written batch may take to be readable whole
+
+
 class Sized(TransactionalSink):
     """The apps' sink with its producer's batch size set apart."""
 
@@ -89,8 +92,16 @@ def write_once(
     finally:
         sink.close()
     for name, records in outputs.items():
-        back = sorted(r.value for r in read_to_end(topics[name], **client))
-        if back != sorted(value for _, value, _ in records) or written != sum(map(len, outputs.values())):
+        wanted = sorted(value for _, value, _ in records)
+        # A commit returns once the coordinator logged it; the markers that make its records
+        # readable (read_committed) reach the partitions after that: on a busy machine a read
+        # right after the commit came back short.
+        deadline = time.monotonic() + READ_BACK_S
+        while (back := sorted(r.value for r in read_to_end(topics[name], **client))) != wanted:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if back != wanted or written != sum(map(len, outputs.values())):
             raise AssertionError(f"{name}: {len(back)} records read back of {len(records)} written")
     return seconds
 

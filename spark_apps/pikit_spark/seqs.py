@@ -51,7 +51,7 @@ def once_per_seq(
     names the devices whose rows the marks would have changed (a seq at or below the mark, a
     window the device had closed), and `resummarize` applies the marks to those alone.
     One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
-    is_block, fetched_rows = _block_filters()
+    is_block, fetched_rows = block_filters()
     fetched = summary.where(fetched_rows).collect()
     plain = [r for r in fetched if r["kind"] is not None]
     redo = sorted({r["device"] for r in fetched if r["kind"] is None} | undecided(plain))
@@ -63,7 +63,7 @@ def once_per_seq(
 
 
 @functools.cache
-def _block_filters() -> tuple[Column, Column]:
+def block_filters() -> tuple[Column, Column]:
     """A summary's seq-block rows, and the rows that `once_per_seq` fetches: built once, as each
     PySpark function is a round trip to the driver's JVM."""
     is_block = F.col("kind").isNull()

@@ -20,6 +20,7 @@ TINY = {
     "sink_send": ["--records", "200", "--rounds", "1", "--partitions", "2"],
     "parse": ["--records", "200", "--rounds", "1"],
     "batch": ["--records", "200", "--rounds", "1"],
+    "fold_placement": ["--devices", "4", "--executors", "1", "--batches", "1", "--warm", "0"],
 }
 # On the demo's lab (make demo first), or their own: only their start is tried here.
 NEEDS_A_LAB = (

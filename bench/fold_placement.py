@@ -1,0 +1,231 @@
+"""Where a micro-batch's fold runs, measured before it moves (docs/design/any-pi-dies.md): on the
+driver, as sensor_aggregates does today, or on the executors, one task per readings partition.
+
+Both designs take the same batches through sensor_aggregates' own summary
+(`device_windows.summarize`: Spark SQL, on the executors) and its own fold (`device_windows.fold`):
+
+- driver: the summary's rows fetched to the driver, folded there against every device's state,
+  and the state written as one JSON version (`state.VersionedTables`), as today;
+- executors: the summary's rows sent to one task per readings partition (a pair RDD partitioned
+  by the partition Kafka's default partitioner gives the device, as the agent's records are
+  keyed), each folding its devices against its partition's state. Here each task reads its
+  partition's state from a JSON file and writes it back every batch, standing in for the
+  compacted state topic: more than the design pays, which keeps the state in the executor's
+  memory and writes only the devices that changed (`changelog.changes`).
+
+A batch is `--seconds-per-batch` of readings at 1 reading/s per device, three metrics, every
+device's readings on time. On a local cluster (each executor a JVM of its own with one core, its
+Python workers beside it), it prints the CPU seconds per batch of the driver (its JVM and its
+Python) and of the busiest executor (its JVM and its Python workers): median, min and max over
+`--batches`, after `--warm` batches, for each design x device count x executor count, side by side.
+
+    .venv/bin/python -m bench.fold_placement [--devices 2,10000] [--executors 1,2] [--batches 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kafka.partitioner.default import murmur2
+from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, summarize
+from pikit_spark.seqs import block_filters
+from pikit_spark.state import Tables, VersionedTables
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pikit import REPO
+
+PARTITIONS = 6  # the readings topic's (roles/kafka/defaults/main.yml)
+METRICS = ("temperature", "humidity", "pressure")
+T0 = 1_800_000_000
+TIMING = Timing(window_s=60, slack_s=10, horizon_s=24 * 3600)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def partition_of(device: str) -> int:
+    """The partition Kafka's default partitioner gives a record keyed by `device` (the agent's)."""
+    return int(murmur2(device.encode()) & 0x7FFFFFFF) % PARTITIONS
+
+
+def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFrame:
+    """`seconds` of readings of `devices` devices, the `index`-th batch: valid readings alone."""
+    n = devices * seconds
+    rows = spark.range(n)
+    device = F.concat(F.lit("bench-"), (F.col("id") % devices).cast("string"))
+    at = (F.col("id") / devices).cast("long")  # the second within the batch
+    metric = F.element_at(F.array(*(F.lit(m) for m in METRICS)), (F.col("id") % 3 + 1).cast("int"))
+    return rows.select(
+        device.alias("device"),
+        (F.lit(index * seconds) + at).alias("seq"),
+        F.lit("sim").alias("sensor"),
+        metric.alias("metric"),
+        (F.lit(20.0) + (F.col("id") % 17) * 0.37).alias("value"),
+        F.lit("C").alias("unit"),
+        (F.lit(T0 + index * seconds) + at).cast("double").alias("ts"),
+    )
+
+
+def on_the_driver(spark: SparkSession, root: Path) -> Any:
+    state: dict[str, Tables] = {"tables": {name: [] for name in STATE_SCHEMAS}}
+    versions = VersionedTables(spark, str(root / "driver"), STATE_SCHEMAS)
+
+    def run(frame: DataFrame, index: int, processed_at: float) -> int:
+        step = advance(frame, processed_at, state["tables"], TIMING)  # sensor_aggregates' own
+        state["tables"] = step.state
+        versions.write(index, step.state)
+        return len(step.closed)
+
+    return run
+
+
+def on_the_executors(spark: SparkSession, root: Path) -> Any:
+    store = str(root / "executors")
+    Path(store).mkdir(parents=True, exist_ok=True)
+
+    def run(frame: DataFrame, index: int, processed_at: float) -> int:
+        # What advance() fetches to the driver (the seq blocks that repeat a seq, which these
+        # batches never do, are left to the task), sent to the partitions' tasks instead.
+        summary = summarize(frame, {}, _horizon_end(processed_at), TIMING).where(block_filters()[1])
+        keyed = summary.rdd.map(lambda row: (partition_of(row["device"]), row))
+        folded = keyed.partitionBy(PARTITIONS, lambda p: p).mapPartitionsWithIndex(
+            lambda p, rows: _fold_partition(store, p, rows, processed_at)
+        )
+        return sum(folded.collect())
+
+    return run
+
+
+def _fold_partition(store: str, partition: int, rows: Iterable[Any], processed_at: float) -> Iterator[int]:
+    path = Path(store) / f"{partition}.json"
+    held = json.loads(path.read_text()) if path.exists() else {}
+    state = {name: [tuple(r) for r in held.get(name, [])] for name in STATE_SCHEMAS}
+    step = fold([row for _, row in rows if row["kind"] is not None], state, processed_at, TIMING)
+    aside = path.with_suffix(".tmp")
+    aside.write_text(json.dumps(step.state, separators=(",", ":")))
+    aside.replace(path)
+    yield len(step.closed)
+
+
+def _horizon_end(processed_at: float) -> int:
+    w = TIMING.window_s
+    return int((processed_at - TIMING.horizon_s) // w * w)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _processes(spark: SparkSession) -> dict[str, list[int]]:
+    """The driver's processes (this Python, its JVM) and each executor's (its JVM, its Python)."""
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    out: dict[str, list[int]] = {"driver": [os.getpid(), jvm]}
+    for pid in _descendants(jvm):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"CoarseGrainedExecutorBackend" in command:
+            out[f"executor {pid}"] = [pid, *_descendants(pid)]
+    return out
+
+
+def _spent(groups: dict[str, list[int]]) -> dict[str, float]:
+    spent = {}
+    for name, pids in groups.items():
+        total = 0.0
+        for pid in pids:
+            with contextlib.suppress(OSError):  # a Python worker that ended
+                total += _cpu_s(pid)
+        spent[name] = total
+    return spent
+
+
+def measure(design: str, devices: int, executors: int, args: argparse.Namespace) -> dict[str, list[float]]:
+    # The executors' Python workers are this venv's (PySpark reads the variable, not a setting).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
+        .appName(f"fold-{design}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(executors))
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        # The executors' Python workers import this module for the fold's task.
+        .config("spark.executorEnv.PYTHONPATH", str(REPO))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            run = (on_the_driver if design == "driver" else on_the_executors)(spark, Path(scratch))
+            per_batch: dict[str, list[float]] = {"driver": [], "busiest executor": []}
+            for index in range(args.warm + args.batches):
+                frame = batch(spark, devices, args.seconds_per_batch, index)
+                processed_at = float(T0 + (index + 1) * args.seconds_per_batch + 1)
+                groups = _processes(spark)
+                before = _spent(groups)
+                run(frame, index, processed_at)
+                after = _spent(groups)
+                if index < args.warm:
+                    continue
+                used = {name: after[name] - before[name] for name in groups}
+                per_batch["driver"].append(used.pop("driver"))
+                per_batch["busiest executor"].append(max(used.values(), default=0.0))
+            return per_batch
+    finally:
+        spark.stop()
+        time.sleep(2)  # the local cluster's JVMs go before the next one starts
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", default="2,10000", help="comma-separated device counts")
+    parser.add_argument("--executors", default="1,2", help="comma-separated executor counts")
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--warm", type=int, default=3, help="batches run first and not counted")
+    parser.add_argument("--seconds-per-batch", type=int, default=10, help="the apps' trigger")
+    args = parser.parse_args(argv)
+    print("CPU seconds per batch: median (min-max)")
+    print(f"{'design':<10} {'devices':>8} {'executors':>9}  {'driver':<20} {'busiest executor':<20}")
+    for devices in (int(d) for d in args.devices.split(",")):
+        for executors in (int(e) for e in args.executors.split(",")):
+            for design in ("driver", "executors"):
+                spent = measure(design, devices, executors, args)
+                cells = [
+                    f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+                    for v in (spent["driver"], spent["busiest executor"])
+                ]
+                print(f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
