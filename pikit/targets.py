@@ -191,40 +191,8 @@ def test_phases() -> list[Phase | Beside]:
     """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
     that start Kafka from it; lint; the lab's image. Then the end-to-end suite beside the molecule
     scenarios, one after another: each runs its own lab, on its own subnet and names, and the
-    end-to-end suite spends minutes waiting out its faults. CI at 65c57d1 took 4,385 s (the first set
-    1,203 s, the second 3,182 s) on a machine 2.5 times slower than its usual one, and failed; the
-    scenario kafka/dedicated then moved to make test-ops (the end-to-end lab runs its verifier's
-    checks that need no fault), and the light scenarios from the first set to the second's end; from
-    a fresh clone at 60c3800 on a machine 1.2 times slower than e79ebea's (ansible-lint 336 s):
-    912 s, 2,633 s, 3,545 s in all, the verifier 407 s of the end-to-end lane, its two re-converges
-    then left to make test-ops too.
-    Measured from a fresh clone on 2
-    cores (a942b75): the first set 504 s, the second 2,102 s (the end-to-end lane; molecule 2,039 s).
-    CI: 2,507 s (99bc440), 2,872 s (89b51a3), 2,576 s (fdff220). From a fresh clone at 30804ee
-    (test JVMs on C1): the first set 383 s, the second 1,551 s, 1,934 s in all (fdff220: 484 s,
-    1,634 s, 2,118 s). At 940970f (the strategy answers host-tasks without workers): 391 s,
-    1,488 s, 1,879 s in all; d36d81c: 392 s, 1,444 s, 1,836 s. CI: 1,982 s (0f999c1), 1,813 s
-    (734cfed). The labs on Trixie (72f9502): 393 s, 1,411 s, 1,803 s in all. CI at 8fff460: 5,015 s, on a
-    machine about 2.6 times slower (ansible-lint 445 s here that day, 170 s before); 61f4e8d moved the
-    e2e scenarios (h) and (r) and kafka/dedicated's rolling restart to make test-ops. e79ebea from a
-    fresh clone on a machine 1.7 times slower: 845 s, 1,954 s, 2,798 s in all. cf2c7f4: 1,141 s,
-    2,838 s, 3,979 s in all; the day-2 procedures' unit tests and the agent's roll-out then moved to
-    make test-ops (f1b8286), and 326c16b took 1,078 s, 2,821 s, 3,899 s: the second set is the
-    end-to-end lane, whose lab alone uses more than one core throughout. c35a3d3 (the apps' JVMs
-    on C1) on a machine about twice as fast (ansible-lint 137 s): 543 s, 1,238 s, 1,781 s. 3fb1e52
-    (the short nemesis four faults, the master down among them; ansible-lint 152 s): 570 s,
-    1,285 s, 1,855 s.
-
-    Tried at 6bc56a8 and taken back (see git history): one set of four lanes, each phase waiting
-    for the phases of other lanes it needs (the end-to-end suite after the unit tests, molecule
-    right after the lab image), 2,269 s in all, but molecule edge_agent, beside the end-to-end
-    converge and kafka/dedicated, found an agent that sent four readings twice; before it, the
-    end-to-end converge timed out connecting when it started beside the unit tests. Tried again
-    (2b1333d, af7076d): four lanes at once with no waits, the unit tests and lint niced, the lab
-    image and the artifact cache under locks; 2,506 s and 2,626 s from a fresh clone, no faster
-    (vmstat: the two cores busy throughout either way, so the layout only moves the same work),
-    and three labs at once on two cores made flakes: the end-to-end lab's sshd slower than 60 s,
-    a SCRAM read past 15 s, a killed driver healed in 131 s."""
+    end-to-end suite spends minutes waiting out its faults. The layouts tried, and what each run
+    took: docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
     unit = [
