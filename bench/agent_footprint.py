@@ -26,7 +26,7 @@ from edge_agent.spool import Spool
 from pikit_testkit.broker import LocalBroker, free_port
 
 from bench.agent_drain import make_tls, readings
-from bench.proc import status_kib
+from bench.proc import cpu_s, status_kib
 from pikit import REPO
 
 SCRAPE_EVERY = 5.0
@@ -53,8 +53,7 @@ class Agent:
         self.scraped = 0.0
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_s(self.pid)
 
     def rss_kib(self) -> int:
         return status_kib(self.pid, "VmRSS")

@@ -37,19 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from kafka.partitioner.default import murmur2
-from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, summarize
+from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, horizon_at, summarize
 from pikit_spark.seqs import block_filters
 from pikit_spark.state import Tables, VersionedTables
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from bench.proc import cpu_s
 from pikit import REPO
 
 PARTITIONS = 6  # the readings topic's (roles/kafka/defaults/main.yml)
 METRICS = ("temperature", "humidity", "pressure")
 T0 = 1_800_000_000
 TIMING = Timing(window_s=60, slack_s=10, horizon_s=24 * 3600)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def partition_of(device: str) -> int:
@@ -95,7 +95,7 @@ def on_the_executors(spark: SparkSession, root: Path) -> Any:
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
         # What advance() fetches to the driver (the seq blocks that repeat a seq, which these
         # batches never do, are left to the task), sent to the partitions' tasks instead.
-        summary = summarize(frame, {}, _horizon_end(processed_at), TIMING).where(block_filters()[1])
+        summary = summarize(frame, {}, horizon_at(processed_at, TIMING), TIMING).where(block_filters()[1])
         keyed = summary.rdd.map(lambda row: (partition_of(row["device"]), row))
         folded = keyed.partitionBy(PARTITIONS, lambda p: p).mapPartitionsWithIndex(
             lambda p, rows: _fold_partition(store, p, rows, processed_at)
@@ -114,16 +114,6 @@ def _fold_partition(store: str, partition: int, rows: Iterable[Any], processed_a
     aside.write_text(json.dumps(step.state, separators=(",", ":")))
     aside.replace(path)
     yield len(step.closed)
-
-
-def _horizon_end(processed_at: float) -> int:
-    w = TIMING.window_s
-    return int((processed_at - TIMING.horizon_s) // w * w)
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
 
 
 def _descendants(pid: int) -> list[int]:
@@ -162,7 +152,7 @@ def _spent(groups: dict[str, list[int]]) -> dict[str, float]:
         total = 0.0
         for pid in pids:
             with contextlib.suppress(OSError):  # a Python worker that ended
-                total += _cpu_s(pid)
+                total += cpu_s(pid)
         spent[name] = total
     return spent
 

@@ -104,7 +104,7 @@ def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing)
     only then are the readings of the devices concerned read a second time, deduplicated
     reading by reading.
     """
-    horizon_end = _horizon_end(processed_at, timing)
+    horizon_end = horizon_at(processed_at, timing)
 
     def with_marks(again: DataFrame, redo: list[str]) -> DataFrame:
         chosen = set(redo)
@@ -142,7 +142,7 @@ def undecided(fetched: list[Row], devices: list[TableRow], timing: Timing) -> se
     return found
 
 
-def _horizon_end(processed_at: float, timing: Timing) -> int:
+def horizon_at(processed_at: float, timing: Timing) -> int:
     """Windows ending by then close, however silent their device."""
     w = timing.window_s
     return int((processed_at - timing.horizon_s) // w * w)
@@ -151,7 +151,7 @@ def _horizon_end(processed_at: float, timing: Timing) -> int:
 def fold(summary: list[Row], state: Tables, processed_at: float, timing: Timing) -> Advance:
     """The batch's summary rows (kinds "window", "late" and "dead") into the state before it."""
     w = timing.window_s
-    horizon_end = _horizon_end(processed_at, timing)
+    horizon_end = horizon_at(processed_at, timing)
     windows = {tuple(row[i] for i in _KEY_AT): _Window.of(row) for row in state["windows"]}
     batch: dict[tuple[Any, ...], _Window] = {}
     seen: dict[str, tuple[int, float]] = {}
