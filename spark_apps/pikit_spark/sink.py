@@ -214,20 +214,23 @@ class TransactionalSink:
         """The longest one attempt at a batch waits on Kafka, seconds: flush, offsets, commit."""
         return self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S + 2 * self.call_timeout
 
-    def marker_state(self) -> tuple[int, str]:
-        """(last batch id committed, query id that committed it); (-1, "") before the first."""
+    def _committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        """What the sink's group holds for these partitions (OffsetAndMetadata, or None)."""
         consumer = KafkaConsumer(
             **{**self.client, "bootstrap_servers": self._answering},
             group_id=self.group,
             enable_auto_commit=False,
             isolation_level="read_committed",
         )
+        timeout_ms = int(self.call_timeout * 1000)
         try:
-            committed = consumer.committed(
-                self.marker, metadata=True, timeout_ms=int(self.call_timeout * 1000)
-            )
+            return {tp: consumer.committed(tp, metadata=True, timeout_ms=timeout_ms) for tp in partitions}
         finally:
             consumer.close()
+
+    def marker_state(self) -> tuple[int, str]:
+        """(last batch id committed, query id that committed it); (-1, "") before the first."""
+        committed = self._committed([self.marker])[self.marker]
         if committed is None or committed.offset < 0:
             return -1, ""
         return committed.offset - 1, committed.metadata or ""
@@ -291,17 +294,8 @@ class TransactionalSink:
 
     def committed_source(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offsets the sink's group holds for these source partitions (-1: none yet)."""
-        consumer = KafkaConsumer(
-            **{**self.client, "bootstrap_servers": self._answering},
-            group_id=self.group,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        try:
-            held = {tp: consumer.committed(tp, timeout_ms=int(self.call_timeout * 1000)) for tp in partitions}
-        finally:
-            consumer.close()
-        return {tp: -1 if offset is None else offset for tp, offset in held.items()}
+        held = self._committed(partitions)
+        return {tp: -1 if found is None else found.offset for tp, found in held.items()}
 
     def _written_before(self, batch_id: int, source: SourceOffsets | None) -> bool:
         if source is None:
