@@ -1,12 +1,14 @@
-"""Read a topic up to where it ends now, even while producers keep writing to it."""
+"""The controller's Kafka clients: the cluster's trust and identities, and reading a topic to its
+end (pikit_contract.topics, shared with the Spark apps)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from pikit_contract.topics import read_to_end
+
+__all__ = ["mtls_client", "read_to_end", "trust_file"]
 
 
 def trust_file(pki: Path) -> Path:
@@ -24,24 +26,3 @@ def mtls_client(bootstrap: list[str], pki: Path, principal: str = "admin") -> di
         "ssl_cafile": str(trust_file(pki)),
         "ssl_certfile": str(pki / "clients" / f"{principal}.pem"),
     }
-
-
-def read_to_end(topic: str, timeout: float = 60.0, **client: Any) -> list[Any]:
-    """Every record of `topic` up to the end offsets seen at the start of the call."""
-    # The Spark apps write in Kafka transactions: aborted records must stay unseen.
-    consumer = KafkaConsumer(**client, enable_auto_commit=False, isolation_level="read_committed")
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        ends = consumer.end_offsets(partitions)
-        records: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: not read to its end in {timeout:.0f}s")
-            for batch in consumer.poll(timeout_ms=1000).values():
-                records.extend(r for r in batch if r.offset < ends[TopicPartition(r.topic, r.partition)])
-        return records
-    finally:
-        consumer.close()

@@ -15,11 +15,10 @@ state lives on the driver's disk.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from pikit_contract.topics import read_to_end
 
 from pikit_spark.sink import Change
 from pikit_spark.state import Tables, columns
@@ -50,7 +49,10 @@ def documents(tables: Tables) -> dict[str, Document]:
 def changes(before: Tables, after: Tables) -> list[Change]:
     """The records that take the topic from `before` to `after`: a device whose rows changed gets
     its whole new document, one whose rows are gone a tombstone; an unchanged device, nothing."""
-    old, new = documents(before), documents(after)
+    return _changes(documents(before), documents(after))
+
+
+def _changes(old: dict[str, Document], new: dict[str, Document]) -> list[Change]:
     records: list[Change] = [
         (device.encode(), _encode(doc), []) for device, doc in new.items() if old.get(device) != doc
     ]
@@ -62,36 +64,12 @@ def read_state(
     topic: str, schemas: Mapping[str, str], client: Mapping[str, Any], timeout: float = 60.0
 ) -> Tables:
     """The state the topic holds at its committed end: the newest document of each device, as the
-    tables' rows (tuples in column order, as VersionedTables gives them)."""
+    tables' rows (tuples in column order, as VersionedTables gives them). A missing topic is an
+    error, not an empty state."""
     device_tables(schemas)
-    consumer = KafkaConsumer(
-        **client,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        # Bounded: a cold start reads every device's document once.
-        request_timeout_ms=int(min(timeout, 30) * 1000),
-    )
-    latest: dict[bytes, bytes | None] = {}
-    try:
-        found = consumer.partitions_for_topic(topic)
-        if found is None:
-            raise LookupError(f"the state topic {topic} does not exist")
-        partitions = [TopicPartition(topic, p) for p in sorted(found)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        # With read_committed, the end is the last stable offset: an open transaction's records
-        # lie past it.
-        ends = consumer.end_offsets(partitions)
-        deadline = time.monotonic() + timeout
-        while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: not read to its end in {timeout:.0f}s")
-            for batch in consumer.poll(timeout_ms=1000).values():
-                for record in batch:
-                    if record.offset < ends[TopicPartition(record.topic, record.partition)]:
-                        latest[record.key] = record.value
-    finally:
-        consumer.close()
+    # Bounded: a cold start reads every device's document once.
+    bounded = {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
+    latest = {r.key: r.value for r in read_to_end(topic, timeout, missing_ok=False, **bounded)}
     tables: Tables = {name: [] for name in schemas}
     for value in latest.values():
         if value is None:
@@ -104,26 +82,37 @@ def read_state(
 
 class KafkaState:
     """An app's state between micro-batches, for one driver: read from the topic once when the
-    driver starts, then kept in memory. A batch takes `before()`, computes its next state, and
-    sends `changes_to(after)` in its transaction; only once that commits does `committed(after)`
-    make it the next batch's `before()`. A batch that fails leaves the state as it was, and a
-    driver that dies leaves the topic at the last commit for the next one, on any Pi."""
+    driver starts, then kept in memory, grouped by device as the topic holds it. A batch takes
+    `before()`, computes its next state, and sends `changes_to(after)` in its transaction; only
+    once that commits does `committed()` make `after` the next batch's `before()`. A batch that
+    fails leaves the state as it was, and a driver that dies leaves the topic at the last commit
+    for the next one, on any Pi."""
 
     def __init__(self, topic: str, schemas: Mapping[str, str], client: Mapping[str, Any]) -> None:
         device_tables(schemas)
         self.topic, self.schemas, self.client = topic, dict(schemas), dict(client)
-        self._held: Tables | None = None
+        self._held: tuple[Tables, dict[str, Document]] | None = None
+        self._pending: tuple[Tables, dict[str, Document]] | None = None  # changes_to's, uncommitted
 
     def before(self) -> Tables:
-        if self._held is None:
-            self._held = read_state(self.topic, self.schemas, self.client)
-        return {name: list(rows) for name, rows in self._held.items()}
+        return {name: list(rows) for name, rows in self._state()[0].items()}
 
     def changes_to(self, after: Tables) -> list[Change]:
-        return changes(self.before(), after)
+        kept = {name: [tuple(row) for row in after.get(name, [])] for name in self.schemas}
+        self._pending = (kept, documents(kept))
+        return _changes(self._state()[1], self._pending[1])
 
-    def committed(self, after: Tables) -> None:
-        self._held = {name: [tuple(row) for row in after.get(name, [])] for name in self.schemas}
+    def committed(self) -> None:
+        """The state `changes_to` was last given is the topic's now: its transaction committed."""
+        if self._pending is None:
+            raise RuntimeError("committed() without changes_to(): nothing was sent")
+        self._held, self._pending = self._pending, None
+
+    def _state(self) -> tuple[Tables, dict[str, Document]]:
+        if self._held is None:
+            tables = read_state(self.topic, self.schemas, self.client)
+            self._held = (tables, documents(tables))
+        return self._held
 
 
 def _encode(doc: Document) -> bytes:

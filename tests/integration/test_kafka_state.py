@@ -81,7 +81,7 @@ def test_state_offsets_and_outputs_commit_together_and_a_fresh_driver_resumes(br
     records = held.changes_to(second)
     assert [key for key, value, _ in records if value is None] == [b"dev-0"]
     assert again.write(1, {out: [(b"dev-2", b"w1", [])], state: records}, batch1) == 1 + 12
-    held.committed(second)
+    held.committed()
     assert held.changes_to(second) == []
     again.close()
     assert _same(read_state(state, STATE_SCHEMAS, client), second)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kafka import TopicPartition
 from pikit_spark.anomalies import STATE_SCHEMAS as ALERT_SCHEMAS
-from pikit_spark.changelog import changes, device_tables, documents
+from pikit_spark.changelog import KafkaState, changes, device_tables, documents
 from pikit_spark.device_windows import STATE_SCHEMAS as WINDOW_SCHEMAS
 from pikit_spark.sink import batch_end_offsets, starting_offsets
 from pikit_spark.state import Tables
@@ -65,3 +65,9 @@ def test_a_batch_commits_the_offsets_its_offset_log_says_it_reads_to(tmp_path: P
         'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1800000000000}\n{"r":{"1":40,"0":35}}\n'
     )
     assert batch_end_offsets(str(tmp_path), 7) == {TopicPartition("r", 0): 35, TopicPartition("r", 1): 40}
+
+
+def test_a_state_is_committed_only_after_its_changes_were_sent() -> None:
+    state = KafkaState("state", WINDOW_SCHEMAS, {"bootstrap_servers": ["k:9093"]})
+    with pytest.raises(RuntimeError, match="without changes_to"):
+        state.committed()
