@@ -11,6 +11,7 @@ the kit's artifact cache for the wheels.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ def role_values(roles: Path = ROLES) -> dict[str, Any]:
     return {f"{UNIT_ROLE}_{key}": raw for key, raw in values.items()}
 
 
+@functools.cache
 def _renderer() -> Any:
     import jinja2.nativetypes
 
