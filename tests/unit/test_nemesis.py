@@ -94,18 +94,18 @@ def test_the_summary_gives_the_median_and_the_worst_fault() -> None:
 def test_every_kind_has_a_bound_and_the_fast_kinds_are_held_to_a_minute() -> None:
     assert set(nemesis.RECOVERY_BOUNDS) == set(KINDS)
     fast = {"brokers-killed", "broker-frozen", "commit-held-brokers-killed", "driver-cut", "device-cut"}
-    fast |= {"agent-killed", "disk-filled"}
+    fast |= {"agent-killed", "disk-filled", "master-killed", "master-down"}
     assert {kind for kind, bound in nemesis.RECOVERY_BOUNDS.items() if bound <= 60} == fast
 
 
 def test_a_recovery_past_its_kinds_bound_is_named_and_the_scoreboard_marks_its_kind() -> None:
     cut = Fault("device-cut", ("edge-1",), 60, 5)
-    restarted = Fault("master-down", ("pi-4",), 20, 5)
+    restarted = Fault("executor-killed", ("pi-2",), 0, 5)
     recoveries = [Recovery(cut, 0, 12), Recovery(cut, 0, 61), Recovery(restarted, 0, 90)]
     assert nemesis.past_bounds(recoveries) == ["device-cut edge-1 for 60s: 61s, bound 60s"]
     board = nemesis.scoreboard(recoveries).splitlines()
-    assert board[1].split() == ["device-cut", "2", "36s", "61s", "60s", "PAST"]
-    assert board[2].split() == ["master-down", "1", "90s", "90s", "120s"]
+    assert board[1].split() == ["executor-killed", "1", "90s", "90s", "120s"]
+    assert board[2].split() == ["device-cut", "2", "36s", "61s", "60s", "PAST"]
 
 
 def test_a_disk_is_filled_to_its_guard_and_emptied_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,3 +171,17 @@ def test_a_slow_recoverys_digest_keeps_the_telling_lines_last_and_cut() -> None:
     digest = nemesis.journal_digest(journal + "\n" + retrying)
     assert len(digest) == 5, digest  # one line for the thirty retries, the last
     assert digest[-1].endswith("10.89.83.12:9092") and "22:36:29" in digest[-1]
+
+
+def test_the_command_line_refuses_a_kind_it_does_not_know(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        nemesis.main(["--kinds", "master-down,pi-unplugged"])
+    assert exited.value.code == 2
+    assert "unknown kinds ['pi-unplugged']" in capsys.readouterr().err
+
+
+def test_a_schedule_of_chosen_kinds_draws_only_those() -> None:
+    kinds = (MASTER_DOWN, MASTER_KILLED)
+    faults = schedule(7, 6, SITE, kinds=kinds, always=())
+    assert {fault.kind for fault in faults} == set(kinds)
+    assert all(fault.targets == (SITE.master,) for fault in faults)
