@@ -26,6 +26,18 @@ def test_the_address_is_node_ip_else_ansible_host_else_the_name() -> None:
     assert [site_model.address(h, HOSTVARS) for h in ("k1", "k2", "k3")] == ["10.0.0.1", "pi-2", "k3"]
 
 
+def test_a_roles_default_address_comes_from_the_inventory_and_the_model_agrees() -> None:
+    """The roles' defaults bind and advertise at pikit_address, which needs no model; the model
+    then lists every service at the same address."""
+    told = {"_kafka_site": {"services": {"kafka-client": 9092}}}
+    hostvars = {host: {**facts, **told} for host, facts in HOSTVARS.items()}
+    site = load().pikit_site_model({"all": ["k1", "k2", "k3"]}, hostvars)
+    addresses = [load().pikit_address(host, HOSTVARS) for host in ("k1", "k2", "k3")]
+    assert addresses == ["10.0.0.1", "pi-2", "k3"]
+    endpoints = load().pikit_endpoints(site, "kafka-client", ["k1", "k2", "k3"])
+    assert endpoints == [f"{address}:9092" for address in addresses]
+
+
 def test_a_bootstrap_list_comes_from_the_site_model_and_a_missing_service_is_a_filter_error() -> None:
     from ansible.errors import AnsibleFilterError
 

@@ -22,6 +22,12 @@ def pikit_site_model(
         return site_model.site_model(groups, hostvars, cluster)
 
 
+def pikit_address(host: str, hostvars: Mapping[str, Any]) -> str:
+    """The address the other nodes reach `host` at, from the inventory alone (site_model.address):
+    what a role's default binds or advertises, before any model exists."""
+    return site_model.address(host, hostvars)
+
+
 def pikit_endpoints(model: Mapping[str, Any], service: str, hosts: list[str]) -> list[str]:
     """`address:port` of `service` on each of `hosts` (bootstrap lists)."""
     with _as_filter_error():
@@ -96,6 +102,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "pikit_site_model": pikit_site_model,
+            "pikit_address": pikit_address,
             "pikit_endpoints": pikit_endpoints,
             "pikit_device_signing_keys": pikit_device_signing_keys,
             "pikit_device_keyring": pikit_device_keyring,
