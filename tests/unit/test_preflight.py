@@ -49,6 +49,11 @@ def test_a_consistent_inventory_passes(tmp_path: Path) -> None:
         ),
         ({"firewall_enabled": "sometimes"}, "firewall_enabled"),
         ({"firewall_admin_sources": ["laptop.lan"]}, "firewall_admin_sources"),
+        # The address comes from the inventory alone (pikit_address), before any site model.
+        (
+            {"pi_base_static_address": "10.9.9.9/24"},
+            "the address Ansible reaches the host at (127.0.0.11), got '10.9.9.9/24'",
+        ),
         (
             {"pikit_edge_group": "sensors"},
             "pikit_edge_group is no longer read: the kit's groups have fixed names",
