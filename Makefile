@@ -17,25 +17,25 @@ artifacts: bootstrap ## fill the controller's artifact cache (artifacts/)
 	@$(PY) -m pikit.artifacts
 
 lab: bootstrap ## build the Pi image if needed and start the lab from inventory/lab (ARCH=arm64 to emulate)
-	@$(PY) -m pikit.lab up $(if $(ARCH),--arch $(ARCH))
+	@$(PY) -m pikit_dev.lab up $(if $(ARCH),--arch $(ARCH))
 
 lab-down: ## remove the lab's containers and network
-	@$(PY) -m pikit.lab down
+	@$(PY) -m pikit_dev.lab down
 
 lab-status: ## list the lab containers on this machine
-	@$(PY) -m pikit.lab status
+	@$(PY) -m pikit_dev.lab status
 
 demo: bootstrap ## the main job on the local lab: cluster up, provisioned by playbooks/site.yml
-	@$(PY) -m pikit.targets demo
+	@$(PY) -m pikit_dev.targets demo
 
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
-	@$(PY) -m pikit.targets test
+	@$(PY) -m pikit_dev.targets test
 
 test-ops: bootstrap artifacts ## what make test leaves out: the day-2 procedures' unit tests, the agent's release roll-out, heavier molecule scenarios (dedicated controllers and broker faults, Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3, the agent on emulated arm64 and armhf, a site mirrored to a core, an agent producing, its uplink cut for 10 minutes, then the site removed), e2e with certificate renewal, CA rotation and a contract version rolled out apps first (about 85 minutes on 2 cores before connect/mirror, which adds about 25, and the day-2 unit tests and edge_agent/default's second run, about 18 more)
-	@$(PY) -m pikit.targets test-ops
+	@$(PY) -m pikit_dev.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy
-	@$(PY) -m pikit.targets lint
+	@$(PY) -m pikit_dev.targets lint
 
 unit: bootstrap ## unit tests only
 	@$(PY) -m pytest -q -n 2 tests/unit edge_agent/edge_agent/sensors

@@ -11,10 +11,10 @@ from typing import Any
 
 from kafka import KafkaConsumer
 from pikit_contract import signing
+from pikit_dev.lab import spec_from_inventory
+from pikit_dev.lab_image import lab_home
 
 from pikit import REPO
-from pikit.lab import spec_from_inventory
-from pikit.lab_image import lab_home
 from pikit.site import Site
 from pikit.topic import mtls_client
 

@@ -63,7 +63,7 @@ fi
 stamp=.venv/.requirements.sha256
 # The packages' own pyproject files too: a new console script or dependency needs a reinstall.
 want=$(cat requirements.txt pyproject.toml contract/pyproject.toml edge_agent/pyproject.toml spark_apps/pyproject.toml \
-  testkit/pyproject.toml \
+  testkit/pyproject.toml devtools/pyproject.toml \
   | sha256sum | cut -d' ' -f1)
 if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   say "python: creating .venv from requirements.txt"

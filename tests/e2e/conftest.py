@@ -11,9 +11,10 @@ import time
 from collections.abc import Generator, Iterator
 
 import pytest
+from pikit_dev import lab
 from pikit_testkit.nemesis import SiteNodes, apps_journal
 
-from pikit import REPO, lab
+from pikit import REPO
 from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site
 
 # The streaming apps the e2e lab runs (tests/e2e/test_site.py).

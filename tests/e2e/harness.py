@@ -24,6 +24,7 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pikit_contract import signing
 from pikit_contract.readings import Reading
+from pikit_dev import lab_image
 from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
@@ -39,7 +40,7 @@ from pikit_testkit.pipeline_model import (
     split_records,
 )
 
-from pikit import REPO, lab_image, role_default
+from pikit import REPO, role_default
 from pikit.topic import mtls_client, read_to_end
 from tests.conftest import without_sudo
 

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
+from pikit_dev import lab
 from pikit_testkit.alerts_model import Batch
 from pikit_testkit.pipeline_model import (
     Outcome,
@@ -29,7 +30,7 @@ from pikit_testkit.pipeline_model import (
     outcome,
 )
 
-from pikit import REPO, artifacts, lab
+from pikit import REPO, artifacts
 from pikit.kafka_admin import kafka_admin
 from pikit.topic import read_to_end
 from tests.conftest import load_filter_plugin

@@ -24,13 +24,13 @@ import pytest
 from cryptography import x509
 from pikit_contract import signing
 from pikit_contract.readings import Reading, decode_batch, encode_batch
+from pikit_dev import lab_image
 from pikit_testkit.pipeline_model import (
     compare_late,
     split_records,
 )
 from pikit_testkit.reach import reach_command
 
-from pikit import lab_image
 from pikit.topic import read_to_end
 from tests.e2e.harness import (
     _LAB_VARS,

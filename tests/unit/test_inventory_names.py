@@ -12,8 +12,9 @@ from types import ModuleType
 
 import pytest
 import yaml
+from pikit_dev import lab_image
 
-from pikit import REPO, lab_image
+from pikit import REPO
 from pikit.modules import from_file
 from tests.conftest import run_preflight, without_sudo
 

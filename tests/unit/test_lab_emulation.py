@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from pikit import lab_emulation
+from pikit_dev import lab_emulation
 
 ENTRY = """enabled
 interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pikit_dev.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, reflash, spec_from_inventory
 
 from pikit import REPO
-from pikit.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, reflash, spec_from_inventory
 
 
 def test_lab_inventory_describes_the_lab() -> None:

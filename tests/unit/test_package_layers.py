@@ -1,5 +1,6 @@
 """The kit's packages stand on each other one way: pikit_contract on nothing of the kit; the agent,
-the Spark apps' library and the controller's tools on pikit_contract, never on each other; and no
+the Spark apps' library and the controller's tools on pikit_contract, never on each other; the
+developers' tooling (the lab, make's pipelines) on the controller's tools, never the other way; and no
 module of a package imports, at the top or inside a function, one that imports it back."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ PACKAGES = {
     "edge_agent": REPO / "edge_agent/edge_agent",
     "pikit_spark": REPO / "spark_apps/pikit_spark",
     "pikit": REPO / "pikit",
+    "pikit_dev": REPO / "devtools/pikit_dev",
 }
 # What each package may import of the kit's own packages.
 ALLOWED = {
@@ -22,6 +24,7 @@ ALLOWED = {
     "edge_agent": {"edge_agent", "pikit_contract"},
     "pikit_spark": {"pikit_spark", "pikit_contract"},
     "pikit": {"pikit", "pikit_contract"},
+    "pikit_dev": {"pikit_dev", "pikit", "pikit_contract"},
 }
 
 

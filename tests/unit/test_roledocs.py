@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from pikit import roledocs
+from pikit_dev import roledocs
 
 SPEC = """\
 ---

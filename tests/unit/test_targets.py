@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from pikit.targets import (
+from pikit_dev.targets import (
     OPS_SCENARIOS,
     PIPELINES,
     Beside,
@@ -19,7 +18,7 @@ from pikit.targets import (
     ops_phases,
     run_pipeline,
 )
-from pikit.targets import test_phases as make_test_phases
+from pikit_dev.targets import test_phases as make_test_phases
 
 
 def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:

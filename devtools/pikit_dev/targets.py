@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pikit import REPO, progress
-from pikit.lab_image import lab_home
 from pikit.phases import say
+from pikit_dev.lab_image import lab_home
 
 VENV_BIN = REPO / ".venv/bin"
 
@@ -175,7 +175,7 @@ def lint_phases() -> list[tuple[str, Step]]:
         ("ruff", _cmd("ruff", "check", ".")),
         ("ruff format", _cmd("ruff", "format", "--check", ".")),
         ("mypy", _cmd("mypy")),
-        ("role README tables", _cmd(VENV_BIN / "python", "-m", "pikit.roledocs", "--check")),
+        ("role README tables", _cmd(VENV_BIN / "python", "-m", "pikit_dev.roledocs", "--check")),
     ]
 
 
@@ -210,7 +210,7 @@ def test_phases() -> list[Phase | Beside]:
     molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.
-    image = [("lab image", _cmd(python, "-m", "pikit.lab", "image"))]
+    image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]
     e2e_tests = _e2e("-m", "not ops and not migration")
     return [
         Beside([unit, integration, lint_phases(), image]),
@@ -254,17 +254,17 @@ def ops_phases() -> list[Phase | Beside]:
         ),
     ]
     # A fresh machine builds the image once, before the lanes race to.
-    return [("lab image", _cmd(python, "-m", "pikit.lab", "image")), Beside([end_to_end, scenarios])]
+    return [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")), Beside([end_to_end, scenarios])]
 
 
 def demo_phases() -> list[tuple[str, Step]]:
     python = VENV_BIN / "python"
     return [
         ("artifact cache", _cmd(python, "-m", "pikit.artifacts")),
-        ("lab up", _cmd(python, "-m", "pikit.lab", "up")),
+        ("lab up", _cmd(python, "-m", "pikit_dev.lab", "up")),
         ("site.yml", _progress("site", "ansible-playbook", "playbooks/site.yml")),
-        ("the apps' first micro-batches", _cmd(python, "-m", "pikit.demo", "wait")),
-        ("show", _cmd(python, "-m", "pikit.demo")),
+        ("the apps' first micro-batches", _cmd(python, "-m", "pikit_dev.demo", "wait")),
+        ("show", _cmd(python, "-m", "pikit_dev.demo")),
     ]
 
 

@@ -1,6 +1,6 @@
 """qemu-user for the lab's emulated nodes (arm64, armhf): installed and registered with binfmt_misc.
 
-Kept apart from pikit/lab_image.py, whose source is part of every image's recipe: how the
+Kept apart from devtools/pikit_dev/lab_image.py, whose source is part of every image's recipe: how the
 host runs an emulated node is not part of the image.
 """
 

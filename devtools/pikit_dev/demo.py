@@ -18,12 +18,12 @@ from pikit_contract.readings import ContractError, decode_batch
 
 from pikit import REPO
 from pikit.kafka_admin import kafka_admin
-from pikit.lab import spec_from_inventory
-from pikit.lab_image import LAB_USER, lab_home, ssh_key
 from pikit.site import Site
 from pikit.status import collect, spark_parts
 from pikit.status_render import text
 from pikit.topic import mtls_client, read_to_end
+from pikit_dev.lab import spec_from_inventory
+from pikit_dev.lab_image import LAB_USER, lab_home, ssh_key
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def save_picture(
     aggregates: list[dict[str, Any]],
     alerts: list[dict[str, Any]],
 ) -> Path:
-    from pikit.picture import draw, page
+    from pikit_dev.picture import draw, page
 
     readings: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for record in read_to_end(topics.readings, **mtls_client(bootstrap, pki)):

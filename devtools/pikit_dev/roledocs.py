@@ -4,8 +4,8 @@ The argument spec is the one place a variable is documented: its `description` s
 means, and `defaults/main.yml` holds its value. A default computed with Jinja cannot be shown as
 it is, so its spec says in words what it comes to, as a description line starting `Default:`.
 
-    python -m pikit.roledocs            rewrite the tables in roles/*/README.md
-    python -m pikit.roledocs --check    fail, naming the README, when a table is stale (make lint)
+    python -m pikit_dev.roledocs            rewrite the tables in roles/*/README.md
+    python -m pikit_dev.roledocs --check    fail, naming the README, when a table is stale (make lint)
 
 The table sits between the BEGIN and END markers below; the rest of the README is written by hand.
 """
@@ -22,8 +22,10 @@ from typing import Any
 
 import yaml
 
-ROLES = Path(__file__).resolve().parent.parent / "roles"
-BEGIN = "<!-- BEGIN variables: generated from meta/argument_specs.yml by `python -m pikit.roledocs` -->"
+from pikit import REPO
+
+ROLES = REPO / "roles"
+BEGIN = "<!-- BEGIN variables: generated from meta/argument_specs.yml by `python -m pikit_dev.roledocs` -->"
 END = "<!-- END variables -->"
 DEFAULT_PREFIX = "Default: "
 _SHOWN_INLINE = 60  # longer literal defaults are left to defaults/main.yml
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             readme_path.write_text(wanted)
             print(f"wrote {readme_path}")
     for path in stale:
-        print(f"{path}: the variable table is stale; run python -m pikit.roledocs", file=sys.stderr)
+        print(f"{path}: the variable table is stale; run python -m pikit_dev.roledocs", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pikit.lab_emulation import enable_emulation
 from pikit.phases import exclusive, phase, run, say
+from pikit_dev.lab_emulation import enable_emulation
 
 # What Raspberry Pi Imager installs today (Raspberry Pi OS on Debian 13); Bookworm (12) stays
 # proven in `make test-ops`. A lab's inventory picks one with `lab_suite`.
@@ -44,7 +44,7 @@ PACKAGES = [
 # are unchanged, and every native node, the lab's included, applies them. A drop-in of the
 # service.d directory applies to every service and overrides its unit file.
 _EMULATED_SERVICE_DROPIN = """\
-# The lab's emulated node (pikit/lab_image.py): qemu-user cannot set up mount namespaces or credentials.
+# The lab's emulated node (pikit_dev.lab_image): qemu-user cannot set up mount namespaces or credentials.
 [Service]
 ProtectSystem=no
 ProtectHome=no

@@ -3,12 +3,13 @@
 This is the project's one create/destroy implementation: `make lab`, the demo,
 molecule's create/destroy playbooks and the tests all call it.
 
-    python -m pikit.lab up   [--inventory inventory/lab] [--arch arm64]
-    python -m pikit.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...] [--tmpfs name:path:size ...]
+    python -m pikit_dev.lab up   [--inventory inventory/lab] [--arch arm64]
+    python -m pikit_dev.lab up   --lab NAME --subnet CIDR --node name=ip [--node ...]
+                             [--tmpfs name:path:size ...]
                              [--node-arch name=armhf ...]
-    python -m pikit.lab reflash NODE [NODE ...] [--inventory inventory/lab] [--suite trixie]
-    python -m pikit.lab down [--lab NAME | --all]
-    python -m pikit.lab status
+    python -m pikit_dev.lab reflash NODE [NODE ...] [--inventory inventory/lab] [--suite trixie]
+    python -m pikit_dev.lab down [--lab NAME | --all]
+    python -m pikit_dev.lab status
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from pikit import REPO
-from pikit.lab_image import DEFAULT_SUITE, LAB_USER, SUITES, ensure_image, host_arch, lab_home, ssh_key
 from pikit.phases import die, phase, run, say
+from pikit_dev.lab_image import DEFAULT_SUITE, LAB_USER, SUITES, ensure_image, host_arch, lab_home, ssh_key
 
 DEFAULT_LAB = "pikit-lab"
 LABEL = "pikit.lab"
