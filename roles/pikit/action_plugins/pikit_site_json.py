@@ -8,18 +8,18 @@ The file is replaced whole (written beside it, then renamed), and only when its 
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ansible.plugins.action import ActionBase
+from ansible.plugins.filter.core import to_nice_json
 
 
 def site_json(model: Any) -> str:
-    """The file's text: the model as sorted, indented JSON, as `to_nice_json(sort_keys=true)`."""
-    return json.dumps(model, sort_keys=True, indent=4, separators=(",", ": ")) + "\n"
+    """The file's text, as the `copy` task it replaces wrote it: `to_nice_json(sort_keys=true)`."""
+    return str(to_nice_json(model, sort_keys=True)) + "\n"
 
 
 def keep(state_dir: Path, text: str, check_mode: bool = False) -> bool:
