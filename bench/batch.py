@@ -15,7 +15,8 @@ Contenders:
   summary, kept in Spark (checkpointed), state, windows and outputs computed from it by
   Spark jobs, the state written as Parquet by Spark;
 - now: the summary fetched to the driver in the job that reads the batch, state, windows
-  and outputs computed there, the state written as one JSON file.
+  and outputs computed there, the state's changes made into the records of its Kafka topic
+  (the Parquet copy is gone: the windows are in Kafka only).
 
 Rounds alternate the contenders; the table prints readings/s per contender (median, min and
 max over the rounds) and each median's ratio to the peer's. The driver's memory is the
@@ -33,10 +34,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pikit_spark.aggregates import as_kafka_records, write_parquet
+from pikit_spark.aggregates import as_kafka_records
+from pikit_spark.changelog import changes
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.state import VersionedTables
+from pikit_spark.state import Tables
 from pyspark.sql import DataFrame
 
 from bench.history import package_at
@@ -82,16 +84,15 @@ def now_batch(work: Path, processed_at: float) -> Callable[[DataFrame], None]:
     """sensor_aggregates' process() now, less the Kafka transaction."""
 
     def run(batch: DataFrame) -> None:
-        state = VersionedTables(batch.sparkSession, str(work / "state-now"), STATE_SCHEMAS)
-        step = advance(parse(batch, 10**9).verdicts, processed_at, state.before(0), Timing())
-        state.write(0, step.state)
+        empty: Tables = {name: [] for name in STATE_SCHEMAS}
+        step = advance(parse(batch, 10**9).verdicts, processed_at, empty, Timing())
         outputs = {
             "aggregates": as_kafka_records(step.closed),
             "late": late_records(step.late),
             "dead": dead_letter_records(step.dead),
+            "state": changes(empty, step.state),
         }
         assert outputs["aggregates"]
-        write_parquet(batch.sparkSession, step.closed, str(work / "parquet-now"), 0)
 
     return run
 

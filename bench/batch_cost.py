@@ -54,7 +54,11 @@ import yaml
 import zstandard
 from kafka import KafkaProducer
 from pikit_contract import signing
+from pikit_contract.names import spark_state_topic
 from pikit_contract.readings import Reading, encode_batch
+from pikit_spark.anomalies import STATE_SCHEMAS as ALERT_STATE
+from pikit_spark.changelog import read_state
+from pikit_spark.device_windows import STATE_SCHEMAS as WINDOW_STATE
 
 from bench import lab as lab_
 from bench.cpu import CpuMeter
@@ -63,11 +67,12 @@ from pikit import REPO, role_default
 
 WINDOW_S = 60
 PROBE = "probe-0"
-# app name -> (its systemd unit, its state directory under the checkpoints)
+# app name -> (its systemd unit, its query's name in its scratch checkpoint)
 APPS = {
-    "sensor_aggregates": ("spark-app-sensor-aggregates", "sensor_aggregates/device-state"),
-    "anomaly_alerts": ("spark-app-anomaly-alerts", "anomaly_alerts/baseline"),
+    "sensor_aggregates": ("spark-app-sensor-aggregates", "sensor_aggregates/stream"),
+    "anomaly_alerts": ("spark-app-anomaly-alerts", "anomaly_alerts/readings"),
 }
+STATE_SCHEMAS_OF = {"sensor_aggregates": WINDOW_STATE, "anomaly_alerts": ALERT_STATE}
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 
 
@@ -119,7 +124,7 @@ class Apps:
     def event_log(self, app: str) -> list[dict[str, Any]]:
         """The newest event log of the running app (Spark 4's rolling layout, zstd-compressed)."""
         logs = sorted(
-            (self.lab.spark_shared / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime
+            (self.lab.spark_data / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime
         )
         for log in reversed(logs):
             if not any(log.glob("appstatus_*.inprogress")):
@@ -129,16 +134,12 @@ class Apps:
                 e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
             ):
                 return events
-        raise SystemExit(f"no running event log of {app} under {self.lab.spark_shared / 'event-logs'}")
+        raise SystemExit(f"no running event log of {app} under {self.lab.spark_data / 'event-logs'}")
 
     def state_rows(self, app: str) -> int:
-        versions = sorted(
-            (self.lab.spark_shared / "checkpoints" / APPS[app][1]).glob("batch=*.json"),
-            key=lambda p: int(p.name.removeprefix("batch=").removesuffix(".json")),
-        )
-        if not versions:
-            return 0
-        return sum(len(rows) for rows in json.loads(versions[-1].read_text()).values())
+        """The rows of the app's state at its last commit, read from its state topic."""
+        tables = read_state(spark_state_topic(app), STATE_SCHEMAS_OF[app], self.lab.client)
+        return sum(len(rows) for rows in tables.values())
 
 
 def _event_lines(log: Path) -> Iterator[str]:

@@ -159,7 +159,7 @@ class SubmitLine:
         self.spark, self.app, self.app_args = tokens[:at], tokens[at], tokens[at + 1 :]
         self.properties = self.app_args[self.app_args.index("--kafka-properties") + 1]
         self.cores = int(self.spark[self.spark.index("--total-executor-cores") + 1])
-        # <spark_shared_dir>/checkpoints/sensor_aggregates: the storage every Spark node shares.
+        # <spark_data_dir>/scratch/sensor_aggregates: the driver's scratch on the master's disk.
         checkpoint = self.app_args[self.app_args.index("--checkpoint-dir") + 1]
         self.work = f"{checkpoint.rstrip('/').rsplit('/', 2)[0]}/bench-catchup"
         defaults = sh(master, "cat", lab_.SPARK_DEFAULTS)
@@ -190,10 +190,9 @@ class SubmitLine:
             OUTPUTS["late"],
             "--dead-letter-topic",
             OUTPUTS["dead-letter"],
-            "--output-dir",
-            f"{self.work}/{run}/output",
-            # A fresh checkpoint each round against the same marker topic, on purpose.
-            "--adopt-new-checkpoint",
+            # Each round an app of its own in Kafka: no committed offsets, no state, from the start.
+            "--instance",
+            f"bench-catchup-{run}",
             "--device-keys",
             f"{self.work}/device-keys.json",
         ]

@@ -5,7 +5,7 @@ Both designs take the same batches through sensor_aggregates' own summary
 (`device_windows.summarize`: Spark SQL, on the executors) and its own fold (`device_windows.fold`):
 
 - driver: the summary's rows fetched to the driver, folded there against every device's state,
-  and the state written as one JSON version (`state.VersionedTables`), as today;
+  and the changes made into the state topic's records (`changelog.KafkaState`), as the app does;
 - executors: the summary's rows sent to one task per readings partition (a pair RDD partitioned
   by the partition Kafka's default partitioner gives the device, as the agent's records are
   keyed), each folding its devices against its partition's state. Here each task reads its
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from kafka.partitioner.default import murmur2
+from pikit_spark.changelog import KafkaState
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, horizon_at, summarize
 from pikit_spark.seqs import block_filters
-from pikit_spark.state import Tables, VersionedTables
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -76,13 +76,13 @@ def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFr
 
 
 def on_the_driver(spark: SparkSession, root: Path) -> Any:
-    state: dict[str, Tables] = {"tables": {name: [] for name in STATE_SCHEMAS}}
-    versions = VersionedTables(spark, str(root / "driver"), STATE_SCHEMAS)
+    state = KafkaState("unused", STATE_SCHEMAS, {})
+    state._held = ({name: [] for name in STATE_SCHEMAS}, {})  # an empty topic, not read
 
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
-        step = advance(frame, processed_at, state["tables"], TIMING)  # sensor_aggregates' own
-        state["tables"] = step.state
-        versions.write(index, step.state)
+        step = advance(frame, processed_at, state.before(), TIMING)  # sensor_aggregates' own
+        state.changes_to(step.state)  # the records its transaction would send
+        state.committed()
         return len(step.closed)
 
     return run

@@ -38,15 +38,13 @@ class Lab:
         return self.groups["spark_master"][0]
 
     @functools.cached_property
-    def spark_shared(self) -> Path:
-        """`spark/` on the lab's shared volume, as this machine sees it: checkpoints, event logs."""
+    def spark_data(self) -> Path:
+        """spark_data_dir on the master's own disk, as this machine sees it (`podman mount`, as
+        root): the drivers' scratch checkpoints and the event logs."""
         mount = subprocess.run(
-            ["podman", "volume", "inspect", f"{self.name}-shared", "--format", "{{.Mountpoint}}"],
-            capture_output=True,
-            text=True,
-            check=True,
+            ["podman", "mount", self.master], capture_output=True, text=True, check=True
         ).stdout.strip()
-        return Path(mount) / "spark"
+        return Path(mount) / "srv/pikit/spark"
 
     def device_keys(self, devices: list[str]) -> dict[str, bytes]:
         """Each device's signing key, derived from the site's secret as the lab's agents derive theirs."""

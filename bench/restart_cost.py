@@ -94,7 +94,7 @@ class Restarts:
         self.lab = lab_.find()
         self.master = self.lab.master
         self.unit = APPS[app][0]
-        self.checkpoint = self.lab.spark_shared / "checkpoints" / app
+        self.checkpoint = self.lab.spark_data / "scratch" / app
         self.settle, self.steady = settle, steady
 
     def commits_since(self, moment: float) -> list[float]:

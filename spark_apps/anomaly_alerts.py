@@ -3,22 +3,20 @@ from their device's rolling baseline, go to the alerts topic (keyed by device); 
 that went silent (one alert) and came back (one more): pikit_spark/presence.py.
 
 Thresholds are `--threshold sensor.metric=low:high` (repeatable, either bound optional).
-The baseline is kept on the shared storage next to the checkpoint; see
-pikit_spark/anomalies.py for how it survives a restart.
+The baselines, seq marks and presence are the app's state, kept in Kafka with each batch's
+alerts (pikit_spark/app.py): a driver started on any Pi resumes from them.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from pikit_contract.signing import Keyring
-from pikit_spark.anomalies import BaselineStore, Rules, Threshold, as_kafka_records, judge
+from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import streaming_parser
 from pikit_spark.presence import presence
 from pikit_spark.readings import parse
-from pikit_spark.sink import batch_timestamp, checkpoint_query_id
 from pyspark.sql import DataFrame
 
 APP = "anomaly_alerts"
@@ -53,34 +51,32 @@ def options() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
     rules = Rules(tuple(args.threshold), args.stddevs, args.min_samples, args.baseline_readings)
-    app = StreamingApp.start(APP, args, [args.alerts_topic])
-    sink = app.sink
-    store = BaselineStore(app.spark, f"{app.checkpoints}/baseline")
+    app = StreamingApp.start(APP, args, [args.alerts_topic], STATE_SCHEMAS, "readings")
 
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
     def readings(keyring: Keyring | None) -> DataFrame:
         return parse(app.readings(), args.max_clock_skew_seconds, keyring).readings
 
-    def judge_batch(batch: Any, batch_id: int) -> None:
-        sink.lineage = sink.lineage or checkpoint_query_id(f"{app.checkpoints}/readings")
+    def judge_batch(readings: DataFrame, batch_id: int) -> None:
+        batch = app.open_batch(batch_id)
+        if batch is None:
+            return
         # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
-        before = store.before(batch_id)
-        judged = judge(batch, before, rules)
-        processed_at = batch_timestamp(f"{app.checkpoints}/readings", batch_id)
-        silences, present = presence(judged.seen, processed_at, before["presence"], args.silent_after_seconds)
+        before = app.state.before()
+        judged = judge(readings, before, rules)
+        silences, present = presence(
+            judged.seen, batch.timestamp, before["presence"], args.silent_after_seconds
+        )
         found = judged.alerts + silences
-        if found:
-            records = as_kafka_records(found)
-            if sink.write(batch_id, {args.alerts_topic: records}) is not None:  # None: written before
-                app.metrics.add("alerts", len(found))
-        state = {**judged.state, "presence": present}
-        store.write(batch_id, state)
-        app.metrics.set("state_rows", sum(len(rows) for rows in state.values()))
-        app.metrics.devices(present, processed_at)
+        if app.commit(
+            batch, {args.alerts_topic: as_kafka_records(found)}, {**judged.state, "presence": present}
+        ):
+            app.metrics.add("alerts", len(found))
+        app.metrics.devices(present, batch.timestamp)
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
-    app.run(readings, judge_batch, "readings", f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")
+    app.run(readings, judge_batch, f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")
 
 
 if __name__ == "__main__":

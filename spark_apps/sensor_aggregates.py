@@ -1,4 +1,4 @@
-"""sensor_aggregates: per-minute statistics of every device's readings, from Kafka to Kafka and Parquet.
+"""sensor_aggregates: per-minute statistics of every device's readings, from Kafka to Kafka.
 
 One query reads the readings topic over mTLS and parses each micro-batch once. Records
 and readings that break the reading contract (or are stamped too far in the future) go to
@@ -7,34 +7,26 @@ event time (pikit_spark/device_windows.py), so a device that drains its spool af
 outage gets every window exact while the others' windows close on time; resends are
 dropped by the device's `seq` high-water mark; a reading for a window already closed goes
 to the late-data topic with its reason. count/min/max/mean/stddev per window x device x
-sensor x metric go to the aggregates topic (keyed by device) and to Parquet partitioned by
-date; the newest window of each device x sensor x metric also goes to the compacted latest
-topic. Windows, latest values, late readings and dead letters of a micro-batch are one Kafka
-transaction, written once whatever restarts happen (pikit_spark/sink.py).
+sensor x metric go to the aggregates topic (keyed by device); the newest window of each
+device x sensor x metric also goes to the compacted latest topic. Windows, latest values, late
+readings, dead letters, the state's changes and the source offsets of a micro-batch are one Kafka
+transaction, written once whatever restarts happen, and a driver started on any Pi resumes from
+them (pikit_spark/app.py).
 """
 
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
 
 from pikit_contract.failpoints import AFTER_KAFKA_COMMIT, fire_if_armed
 from pikit_contract.signing import Keyring
-from pikit_spark.aggregates import (
-    PARQUET_STATE_SCHEMAS,
-    as_kafka_records,
-    as_latest_records,
-    parquet_copy,
-    write_parquet,
-)
+from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.app import StreamingApp
-from pikit_spark.common import AVAILABLE_NOW, LOG, streaming_parser
+from pikit_spark.common import LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
 from pikit_spark.metrics import LATEST_STATS
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
-from pikit_spark.sink import batch_timestamp, checkpoint_query_id
-from pikit_spark.state import VersionedTables
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -51,7 +43,6 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument(
         "--latest-topic", required=True, help="compacted: the newest window of each device x sensor x metric"
     )
-    parser.add_argument("--output-dir", required=True, help="Parquet aggregates go to <dir>/aggregates")
     parser.add_argument(
         "--latest-gauge",
         action="append",
@@ -79,26 +70,15 @@ def options() -> argparse.ArgumentParser:
         required=True,
         help="how long the windows of a silent device wait for it (processing time)",
     )
-    parser.add_argument(
-        "--parquet-every-seconds",
-        type=float,
-        default=60,
-        help="closed windows are copied to Parquet together this often (processing time), one Spark job "
-        "instead of one per micro-batch; 0: every micro-batch (always so with --trigger available-now)",
-    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
-    parquet_every = 0 if args.trigger == AVAILABLE_NOW else args.parquet_every_seconds
     topics = [args.aggregates_topic, args.latest_topic, args.late_topic, args.dead_letter_topic]
-    app = StreamingApp.start(APP, args, topics)
+    app = StreamingApp.start(APP, args, topics, STATE_SCHEMAS, "stream")
     app.metrics.export_latest(args.latest_gauge, args.latest_gauge_device)
-    sink, checkpoints = app.sink, app.checkpoints
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
-    parquet = f"{args.output_dir.rstrip('/')}/aggregates"
-    state = VersionedTables(app.spark, f"{checkpoints}/device-state", STATE_SCHEMAS | PARQUET_STATE_SCHEMAS)
 
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
     # parse is a stateless part of the stream, planned once per query, not once per micro-batch.
@@ -107,46 +87,27 @@ def main(argv: list[str] | None = None) -> None:
         return parse(stamped, args.max_clock_skew_seconds, keyring).verdicts
 
     def process(verdicts: DataFrame, batch_id: int) -> None:
-        sink.lineage = sink.lineage or checkpoint_query_id(f"{checkpoints}/stream")
+        batch = app.open_batch(batch_id)
+        if batch is None:
+            return
         steps = Steps()
         # One read of the batch into its summary, fetched to the driver: every output and the
         # next state are computed from it there, without another Spark job.
-        processed_at = batch_timestamp(f"{checkpoints}/stream", batch_id)
-        before = state.before(batch_id)
-        step = advance(verdicts, processed_at, before, timing)
-        copy = parquet_copy(before, step.closed, processed_at, parquet_every)
+        step = advance(verdicts, batch.timestamp, app.state.before(), timing)
         steps.done("read and summarized")
-        # The state first: a crash before the Kafka commit replays the batch, which reads the
-        # same state version and replaces what this run wrote.
-        after = step.state | copy.state
-        state.write(batch_id, after)
-        app.metrics.set("state_rows", sum(len(rows) for rows in after.values()))
-        steps.done("state")
         outputs = {
             args.aggregates_topic: as_kafka_records(step.closed),
             args.latest_topic: as_latest_records(step.closed),
             args.late_topic: late_records(step.late),
             args.dead_letter_topic: dead_letter_records(step.dead),
         }
-        # The Parquet copy and the Kafka transaction run side by side: a crash before this
-        # function returns replays the batch, which writes both again (each replaces its own).
-        with ThreadPoolExecutor(1) as background:
-            copied = (
-                background.submit(write_parquet, app.spark, copy.windows, parquet, batch_id)
-                if copy.due
-                else None
-            )
-            if any(outputs.values()):
-                if sink.write(batch_id, outputs) is not None:  # None: written before a restart
-                    app.metrics.add("windows_closed", len(step.closed))
-                    app.metrics.add("late_readings", len(step.late))
-                    app.metrics.add("dead_letters", len(step.dead))
-                app.metrics.latest_windows(step.closed)  # in Kafka now, this run's or the one before
-                steps.done("kafka")
-                fire_if_armed(checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
-            if copied:
-                copied.result()
-                steps.done("parquet")
+        if app.commit(batch, outputs, step.state):
+            app.metrics.add("windows_closed", len(step.closed))
+            app.metrics.add("late_readings", len(step.late))
+            app.metrics.add("dead_letters", len(step.dead))
+        app.metrics.latest_windows(step.closed)  # in Kafka now, this run's or the one before
+        steps.done("kafka")
+        fire_if_armed(app.checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
         LOG.info(
             "batch %d: %s; %s",
             batch_id,
@@ -155,12 +116,10 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
-    outputs_said = f"{args.aggregates_topic}, {parquet}, {late_dead}"
-    timing_said = (
-        f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s, "
-        f"Parquet every {parquet_every:g}s"
+    timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
+    app.run(
+        verdicts, process, f"{args.readings_topic} -> {args.aggregates_topic}, {late_dead}; {timing_said}"
     )
-    app.run(verdicts, process, "stream", f"{args.readings_topic} -> {outputs_said}; {timing_said}")
 
 
 if __name__ == "__main__":

@@ -32,9 +32,6 @@ from pikit_dev.lab_image import DEFAULT_SUITE, LAB_USER, SUITES, ensure_image, h
 
 DEFAULT_LAB = "pikit-lab"
 LABEL = "pikit.lab"
-# Every node of a lab mounts one volume here: the lab's stand-in for the NFS share that
-# the spark role sets up on real Pis (a kernel NFS server cannot run in these containers).
-SHARED_MOUNT = "/srv/pikit-shared"
 # The network namespace's kernel settings that common_sysctl_where_supported gives a Pi at boot. A
 # container cannot write its /proc/sys, so the lab sets them as it starts each node, where the
 # host's kernel has them (tests/unit/test_lab_spec.py keeps the two in step).
@@ -133,13 +130,6 @@ def _ensure_network(spec: LabSpec) -> None:
     )
 
 
-def _ensure_shared_volume(spec: LabSpec) -> str:
-    volume = f"{spec.name}-shared"
-    if _podman("volume", "exists", volume, check=False).returncode != 0:
-        _podman("volume", "create", "--label", f"{LABEL}={spec.name}", volume)
-    return volume
-
-
 def _running_containers(lab: str | None) -> dict[str, str]:
     """name -> state of this lab's containers (every lab's when `lab` is None)."""
     flt = f"label={LABEL}={lab}" if lab else f"label={LABEL}"
@@ -194,7 +184,6 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
     images = {key: ensure_image(*key) for key in sorted({image_of(node) for node in spec.nodes})}
     with phase(f"lab {spec.name}: {len(spec.nodes)} nodes on {spec.subnet}"):
         _ensure_network(spec)
-        volume = _ensure_shared_volume(spec)
         existing = _running_containers(spec.name)
         for node in spec.nodes:
             state = existing.get(node.name)
@@ -225,8 +214,6 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 # A private /etc/hosts: the common role manages it as on a real Pi.
                 "--no-hosts",
                 *netns_sysctls(),
-                "--volume",
-                f"{volume}:{SHARED_MOUNT}",
                 *(f"--tmpfs={path}:rw,size={size},mode=0755" for path, size in node.tmpfs),
                 "--label",
                 f"{LABEL}={spec.name}",

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from pikit_spark.lookup import looked_up
@@ -31,7 +31,7 @@ from pikit_spark.seqs import (
     once_per_seq,
 )
 from pikit_spark.sink import Record
-from pikit_spark.state import TableRow, Tables, VersionedTables
+from pikit_spark.state import TableRow, Tables
 
 ALERT_SCHEMA_VERSION = 1
 KEY = ["device", "sensor", "metric"]
@@ -121,7 +121,7 @@ STATE_SCHEMAS = {
 
 
 def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
-    """One micro-batch of valid readings and the state before it (BaselineStore.before) ->
+    """One micro-batch of valid readings and the state before it (the last committed batch's) ->
     the alerts, the next baseline and seq marks.
 
     The batch is read once, into a summary whose size follows the baseline's keys and the
@@ -381,10 +381,3 @@ def as_kafka_records(found: list[dict[str, Any]]) -> list[Record]:
         )
         for alert in found
     ]
-
-
-class BaselineStore(VersionedTables):
-    """The baseline and each device's seq mark, one version per micro-batch (pikit_spark/state.py)."""
-
-    def __init__(self, spark: SparkSession, root: str, keep: int = 3) -> None:
-        super().__init__(spark, root, STATE_SCHEMAS, keep)

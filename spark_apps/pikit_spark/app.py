@@ -1,18 +1,24 @@
-"""What both streaming apps do around their micro-batches: logging, the session, the
-exactly-once sink of their output topics, the one query, and how it ends."""
+"""What both streaming apps do around their micro-batches: logging, the session, the one query
+and how it ends, and what makes a driver replaceable: each batch's outputs, state changes and
+source offsets committed in one Kafka transaction, and a start that resumes from them alone."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from kafka import TopicPartition
+from pikit_contract.names import spark_batches_topic, spark_state_topic
 from pikit_contract.signing import Keyring
 from pikit_contract.watchdog import Watchdog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from pikit_spark.batches import CommittedBatch, driver_host, ensure_internal_topics, readings_partitions
+from pikit_spark.changelog import KafkaState
 from pikit_spark.common import (
     LOG,
     BatchFunction,
@@ -27,25 +33,45 @@ from pikit_spark.common import (
 )
 from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
-from pikit_spark.sink import TransactionalSink
+from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
+from pikit_spark.state import Tables
 
 # How often a running app looks at its keyring file: a revoked device's forgeries are counted
 # until its next look and batch (the brokers refuse the device itself first).
 KEYRING_POLL_S = 5
 
 
+@dataclass(frozen=True)
+class OpenBatch:
+    """A micro-batch about to be computed: its id, its timestamp (what "now" means to it, the same
+    on a replay) and where it stops reading each readings partition."""
+
+    id: int
+    timestamp: float
+    source: dict[TopicPartition, int]
+
+
 @dataclass
 class StreamingApp:
     name: str
+    instance: str  # the app's name in Kafka (--instance): transactional id, group, internal topics
     args: argparse.Namespace  # streaming_parser's options and the app's own
     spark: SparkSession
-    sink: TransactionalSink  # every output topic, written once per micro-batch
-    checkpoints: str
+    sink: TransactionalSink  # every output topic, the state's changes and the batch log, per batch
+    state: KafkaState  # the state of the last committed batch
+    checkpoints: str  # a scratch directory on the driver's own disk
+    query_dir: str  # the query's Spark checkpoint, in it
+    starting: str  # where the query starts: the offsets the app committed last
     keyring: KeyringFile | None  # the devices' signing keys and revocations; None: not checked
     metrics: AppMetrics  # served at --metrics-listen when given
 
     @classmethod
-    def start(cls, name: str, args: argparse.Namespace, topics: list[str]) -> StreamingApp:
+    def start(
+        cls, name: str, args: argparse.Namespace, outputs: list[str], schemas: dict[str, str], stream: str
+    ) -> StreamingApp:
+        """The app, resumed from what Kafka holds: the last committed batch's state and source
+        offsets. Anything an earlier driver left on any disk is neither needed nor read: its
+        producer is fenced first, and Spark's checkpoint starts empty."""
         setup_logging(args.log_level)
         # First, before the session: on a loaded Pi the JVM and the session take most of a minute
         # to start, longer than the watchdog waits for its first word.
@@ -53,34 +79,101 @@ class StreamingApp:
         watchdog = Watchdog.for_unit(metrics.last_sign, args.stall_after_seconds)
         if watchdog:
             watchdog.start()
+        instance = args.instance or name
+        client = kafka_python_client(args.kafka_properties)
+        partitions = readings_partitions(args.readings_topic, client)
+        ensure_internal_topics(instance, len(partitions), client)
+        checkpoints = args.checkpoint_dir.rstrip("/")
+        state_topic, batches_topic = spark_state_topic(instance), spark_batches_topic(instance)
+        sink = TransactionalSink(
+            [*outputs, state_topic, batches_topic], instance, client, failpoints=checkpoints
+        )
+        sink.producer()  # fences every earlier driver of the app: what is committed now stays so
+        committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
+        state = KafkaState(state_topic, schemas, client)
+        rows = sum(len(r) for r in state.before().values())
+        starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
+        query_dir = f"{checkpoints}/{stream}"
+        shutil.rmtree(query_dir, ignore_errors=True)
+        LOG.info(
+            "%s: %d state rows from %s; reading %s from %s",
+            instance,
+            rows,
+            state_topic,
+            args.readings_topic,
+            starting,
+        )
         spark = session(name, args.shuffle_partitions)
         log_progress(spark)
         spark.streams.addListener(metrics)
         if args.metrics_listen:
             metrics.serve(args.metrics_listen)
-        client = kafka_python_client(args.kafka_properties)
-        checkpoints = args.checkpoint_dir.rstrip("/")
-        sink = TransactionalSink(
-            topics, name, client, adopt_new_checkpoint=args.adopt_new_checkpoint, failpoints=checkpoints
+        return cls(
+            name,
+            instance,
+            args,
+            spark,
+            sink,
+            state,
+            checkpoints,
+            query_dir,
+            starting,
+            keyring_file(args.device_keys),
+            metrics,
         )
-        return cls(name, args, spark, sink, checkpoints, keyring_file(args.device_keys), metrics)
 
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""
         kafka = kafka_options(self.args.kafka_properties)
-        return read_topic(self.spark, kafka, self.args.readings_topic, self.args)
+        return read_topic(self.spark, kafka, self.args.readings_topic, self.args, self.starting)
 
-    def run(
-        self, frame: Callable[[Keyring | None], DataFrame], process: BatchFunction, stream: str, what: str
-    ) -> None:
+    def open_batch(self, batch_id: int) -> OpenBatch | None:
+        """The batch to compute, or None when Kafka holds it already (a batch replayed after its
+        commit): its outputs and state are in, and computing it again would cost a read."""
+        source = {
+            tp: offset
+            for tp, offset in batch_end_offsets(self.query_dir, batch_id).items()
+            if tp.topic == self.args.readings_topic
+        }
+        if self.sink.covers(source):
+            LOG.info("batch %d: committed before; skipped", batch_id)
+            return None
+        return OpenBatch(batch_id, batch_timestamp(self.query_dir, batch_id), source)
+
+    def commit(self, batch: OpenBatch, outputs: Mapping[str, Iterable[Change]], after: Tables) -> bool:
+        """The batch's outputs, its state changes, its source offsets and its line in the batch
+        log, in one transaction; then `after` is the state. False when it was committed before."""
+        logged = CommittedBatch(
+            self.instance,
+            batch.id,
+            batch.timestamp,
+            {tp.partition: o for tp, o in batch.source.items()},
+            driver_host(),
+        )
+        written = self.sink.write(
+            batch.id,
+            {
+                **outputs,
+                self.state.topic: self.state.changes_to(after),
+                spark_batches_topic(self.instance): [logged.record()],
+            },
+            batch.source,
+        )
+        if written is None:
+            self.state.forget()  # another driver committed it: read the state again
+            return False
+        self.state.committed()
+        self.metrics.set("state_rows", sum(len(rows) for rows in after.values()))
+        return True
+
+    def run(self, frame: Callable[[Keyring | None], DataFrame], process: BatchFunction, what: str) -> None:
         """Each micro-batch of `frame` (planned with the keyring) to `process` until the query
         ends; exit 1 when it failed. A changed keyring restarts the query, not the app: the next
-        batch reads on from the checkpoint, judged by the new keyring."""
+        batch reads on from the scratch checkpoint, judged by the new keyring."""
         keyring = self.keyring.read() if self.keyring else None
-        checkpoint = f"{self.checkpoints}/{stream}"
         try:
             while True:
-                query = start_batches(frame(keyring), process, checkpoint, self.name, self.args)
+                query = start_batches(frame(keyring), process, self.query_dir, self.name, self.args)
                 if self.keyring and keyring is not None:
                     self.metrics.keyring(self.keyring.sha1, sorted(keyring.revoked))
                 LOG.info("%s: %s", self.name, what)

@@ -108,6 +108,10 @@ class KafkaState:
             raise RuntimeError("committed() without changes_to(): nothing was sent")
         self._held, self._pending = self._pending, None
 
+    def forget(self) -> None:
+        """Read the topic again before the next batch: another driver committed to it."""
+        self._held = self._pending = None
+
     def _state(self) -> tuple[Tables, dict[str, Document]]:
         if self._held is None:
             tables = read_state(self.topic, self.schemas, self.client)

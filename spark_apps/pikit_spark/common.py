@@ -41,8 +41,14 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint-dir",
         required=True,
-        help=f"<shared>/checkpoints/{app}: on storage the driver and every executor share; a restart "
-        "resumes from it",
+        help=f"a scratch directory on the driver's own disk (<data>/scratch/{app}), emptied at every "
+        "start: where a driver resumes is in Kafka",
+    )
+    parser.add_argument(
+        "--instance",
+        default="",
+        help=f"the app's name in Kafka: its transactional id, group and internal topics are "
+        f"pikit-spark-<instance>[-state|-batches] (default: {app}); a second instance has a state of its own",
     )
     parser.add_argument(
         "--trigger",
@@ -50,7 +56,10 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         help=f"micro-batch interval, or {AVAILABLE_NOW!r}: process what the topic holds now, then stop",
     )
     parser.add_argument(
-        "--starting-offsets", default="earliest", help="first start only; afterwards the checkpoint decides"
+        "--starting-offsets",
+        default="earliest",
+        choices=["earliest", "latest"],
+        help="where a partition with no offset committed by the app starts; the others resume there",
     )
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=20000, help="bounds a batch after an outage"
@@ -59,11 +68,6 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--read-tasks",
         type=int,
         help="tasks that read the topic each micro-batch (default: the app's cores; 0: one per partition)",
-    )
-    parser.add_argument(
-        "--adopt-new-checkpoint",
-        action="store_true",
-        help="the checkpoint was deleted on purpose: write from its batch 0 (may repeat output)",
     )
     parser.add_argument(
         "--max-clock-skew-seconds",
@@ -270,12 +274,16 @@ FETCH_MAX_WAIT_MS = 10
 OFFSET_LOOKUP_TRIES = 60  # ~10 minutes of outage at 10 s a try
 
 
-def read_topic(spark: SparkSession, kafka: dict[str, str], topic: str, args: argparse.Namespace) -> DataFrame:
+def read_topic(
+    spark: SparkSession, kafka: dict[str, str], topic: str, args: argparse.Namespace, starting: str = ""
+) -> DataFrame:
+    """The topic's records as a stream, from `starting` (Spark's startingOffsets; by default
+    --starting-offsets), which counts only for a query whose checkpoint is new."""
     records = (
         spark.readStream.format("kafka")
         .options(**kafka)
         .option("subscribe", topic)
-        .option("startingOffsets", args.starting_offsets)
+        .option("startingOffsets", starting or args.starting_offsets)
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
         # Readings deleted by retention while the app was down are logged, not fatal.
         .option("failOnDataLoss", "false")

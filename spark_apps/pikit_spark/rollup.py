@@ -1,9 +1,44 @@
-"""Daily statistics from the windows sensor_aggregates wrote to Parquet."""
+"""Daily statistics from the windows sensor_aggregates wrote to the aggregates topic, and what
+goes to the compacted daily topic."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from collections.abc import Iterable
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from pikit_spark.sink import Record
+
+DAILY_SCHEMA_VERSION = 1
+# An aggregate record's body (pikit_spark/aggregates.py, as_kafka_records).
+WINDOW_SCHEMA = (
+    "schema int, device string, sensor string, metric string, unit string, window_start long, "
+    "window_end long, count long, min double, max double, mean double, stddev double"
+)
+DAILY_COLUMNS = [
+    "date",
+    "device",
+    "sensor",
+    "metric",
+    "count",
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "windows",
+    "unit",
+]
+
+
+def windows_of(records: DataFrame) -> DataFrame:
+    """The aggregates topic's records (Spark's Kafka source) as windows, each with its UTC date."""
+    body = F.from_json(F.col("value").cast("string"), WINDOW_SCHEMA)
+    windows = records.select(body.alias("w")).select("w.*").drop("schema")
+    return windows.withColumn("date", F.to_date(F.from_unixtime("window_start")))
 
 
 def daily(windows: DataFrame) -> DataFrame:
@@ -25,3 +60,28 @@ def daily(windows: DataFrame) -> DataFrame:
         )
         .orderBy("date", "device", "sensor", "metric")
     )
+
+
+def dates_to_roll_up(
+    present: Iterable[dt.date], today: dt.date, days: int, trimmed: bool, asked: Iterable[str] = ()
+) -> tuple[list[dt.date], list[dt.date]]:
+    """(the dates to roll up, the dates passed over). The last `days` dates (today included), or
+    the `asked` ones; never the topic's earliest date when its retention has deleted records: that
+    date's first windows may be gone, and a partial day would replace a whole one."""
+    dates = sorted(set(present))
+    wanted = {dt.date.fromisoformat(d) for d in asked}
+    oldest = today - dt.timedelta(days=days - 1)
+    chosen = [d for d in dates if (d in wanted if wanted else d >= oldest)]
+    partial = [dates[0]] if trimmed and dates and dates[0] in chosen else []
+    return [d for d in chosen if d not in partial], partial
+
+
+def as_daily_records(rows: Iterable[dict[str, Any]]) -> list[Record]:
+    """Keyed `device/sensor/metric/date`: the compacted topic keeps each day's newest roll-up."""
+    out: list[Record] = []
+    for row in rows:
+        body = {"schema": DAILY_SCHEMA_VERSION, **{c: row[c] for c in DAILY_COLUMNS}}
+        body["date"] = row["date"].isoformat()
+        key = f"{row['device']}/{row['sensor']}/{row['metric']}/{body['date']}"
+        out.append((key.encode(), json.dumps(body, separators=(",", ":")).encode(), []))
+    return out

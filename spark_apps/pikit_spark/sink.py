@@ -107,11 +107,14 @@ def batch_end_offsets(checkpoint: str, batch_id: int) -> dict[TopicPartition, in
     }
 
 
-def starting_offsets(topic: str, partitions: Iterable[int], committed: Mapping[TopicPartition, int]) -> str:
+def starting_offsets(
+    topic: str, partitions: Iterable[int], committed: Mapping[TopicPartition, int], fresh: str = "earliest"
+) -> str:
     """Spark's `startingOffsets` for a query that resumes at the sink's committed offsets: every
-    partition named (-2, Spark's earliest, for one with no commit yet)."""
+    partition named (one with no commit yet at `fresh`: -2, Spark's earliest, or -1, its latest)."""
+    unset = -1 if fresh == "latest" else -2
     held = {p: committed.get(TopicPartition(topic, p), -1) for p in partitions}
-    offsets = {str(p): offset if offset >= 0 else -2 for p, offset in sorted(held.items())}
+    offsets = {str(p): offset if offset >= 0 else unset for p, offset in sorted(held.items())}
     return json.dumps({topic: offsets}, separators=(",", ":"))
 
 
@@ -296,6 +299,12 @@ class TransactionalSink:
         """The offsets the sink's group holds for these source partitions (-1: none yet)."""
         held = self._committed(partitions)
         return {tp: -1 if found is None else found.offset for tp, found in held.items()}
+
+    def covers(self, source: SourceOffsets) -> bool:
+        """Whether the sink's group already holds these source offsets: a batch that ends there was
+        committed, by this driver or one before it (read once per producer, which fenced them)."""
+        self.producer()
+        return self._written_before(-1, source)
 
     def _written_before(self, batch_id: int, source: SourceOffsets | None) -> bool:
         if source is None:

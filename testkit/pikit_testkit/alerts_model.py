@@ -2,10 +2,11 @@
 
 anomaly_alerts decides per micro-batch: a reading is judged against its key's baseline as it
 was when the batch began, a key raises at most one excursion alert per batch, and a device is
-silent or back at the batch's timestamp. So the model replays the app's batches, which Spark's
-offset log records (`<checkpoint>/readings/offsets/<id>`: each partition's end offset and the
-batch's timestamp, the same on a replay after a crash). Each batch is the raw topic's records
-between the previous batch's end offsets and its own, and the model keeps what the app keeps:
+silent or back at the batch's timestamp. So the model replays the app's committed batches, which
+its batch log lists in order, whichever drivers ran them (`pikit-spark-anomaly_alerts-batches`:
+each partition's end offset and the batch's timestamp, written in the batch's transaction).
+Each batch is the raw topic's records between the previous batch's end offsets and its own, and
+the model keeps what the app keeps:
 
 - per device, the highest seq counted: a reading at or below it is a resend, and a seq twice in
   one batch counts once;
@@ -38,24 +39,19 @@ AlertKey = tuple[
 
 @dataclass(frozen=True)
 class Batch:
-    """One micro-batch of the app: its id, timestamp (s) and each partition's end offset."""
+    """One committed micro-batch of the app: its place in the batch log, timestamp (s) and each
+    partition's end offset."""
 
     id: int
     timestamp: float
     ends: dict[int, int]
 
     @classmethod
-    def parse(cls, batch_id: int, text: str, topic: str) -> Batch:
-        """`<checkpoint>/offsets/<id>` as Spark writes it: a version line, the batch's metadata
-        (its timestamp), then one line of end offsets per source."""
-        lines = text.splitlines()
-        meta = json.loads(lines[1])
-        ends: dict[int, int] = {}
-        for line in lines[2:]:
-            doc = json.loads(line)
-            if isinstance(doc, dict) and topic in doc:
-                ends = {int(p): int(o) for p, o in doc[topic].items()}
-        return cls(batch_id, int(meta["batchTimestampMs"]) / 1000, ends)
+    def logged(cls, position: int, value: bytes) -> Batch:
+        """A record of the app's batch log (`pikit-spark-<app>-batches`, written in each batch's
+        transaction): its timestamp and each readings partition's end offset."""
+        doc = json.loads(value)
+        return cls(position, float(doc["timestamp"]), {int(p): int(o) for p, o in doc["ends"].items()})
 
 
 @dataclass(frozen=True)
@@ -245,11 +241,10 @@ class Replayed:
 
 def replay(records: Iterable[Record], batches: Sequence[Batch], rules: AlertRules) -> Replayed:
     """Every alert of `batches` from the raw topic's authentic records. The batches must be the
-    app's first ones, every id from 0 on (the lab keeps them all: minBatchesToRetain)."""
+    app's batch log from its first record on, in its order."""
     ordered = sorted(batches, key=lambda b: b.id)
-    ids = [b.id for b in ordered]
-    if ids != list(range(len(ids))):
-        raise ValueError(f"the offset log must hold every batch from 0: it holds {ids[:3]}..{ids[-3:]}")
+    if [b.id for b in ordered] != list(range(len(ordered))):
+        raise ValueError("the batches must be every batch from 0: the batch log read from its first record")
     by_partition: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     for partition, offset, value in records:
         by_partition[partition].append((offset, value))

@@ -92,7 +92,7 @@ RIDDEN_THROUGH = (BROKER_FROZEN, DISK_FILLED, MASTER_KILLED, MASTER_DOWN)
 ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
 # The outage of issue 31: every broker killed -9 while a batch's commit is in flight.
 COMMIT_HELD_OUTAGE_S = 90.0
-CHECKPOINTS = "/srv/pikit-shared/spark/checkpoints"
+CHECKPOINTS = "/srv/pikit/spark/scratch"  # spark_data_dir/scratch on the lab: each driver's own
 MASTER_UNIT = "spark-master"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 DRAINED_DEPTH = 30  # readings; a round or two of two sensors: what a healthy agent holds

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pikit_contract import signing
+from pikit_contract.names import spark_batches_topic
 from pikit_contract.readings import Reading
 from pikit_dev import lab_image
 from pikit_testkit import polling
@@ -56,8 +57,8 @@ EDGES = ["e2e-edge-1", "e2e-edge-2"]
 SYNTHETIC = ["e2e-late"]
 APP = "sensor_aggregates"
 APP_UNIT = "spark-app-sensor-aggregates"
-# anomaly_alerts' query checkpoint: its offset log is what the alerts model replays.
-ALERTS_QUERY = "/srv/pikit-shared/spark/checkpoints/anomaly_alerts/readings"
+# anomaly_alerts' batch log: what the alerts model replays.
+ALERTS_BATCHES = spark_batches_topic("anomaly_alerts")
 _LAB_VARS = yaml.safe_load((REPO / "inventory/lab/group_vars/all.yml").read_text())
 # sensor_aggregates' rules as the lab runs them, for the model that recomputes its windows.
 _SLACK = "spark_device_slack_seconds"
@@ -247,16 +248,8 @@ def judge(site: Site, scenario: str, complete: bool = False) -> Outcome:
 
 def replayed_alerts(site: Site) -> Replayed:
     """Every alert of anomaly_alerts' committed batches, recomputed from the raw topic: the batches
-    from the query's offset log first, then the raw topic (which holds at least their records)."""
-    listing = sh(
-        MASTER,
-        f"cd {ALERTS_QUERY} && for id in $(ls commits | sort -n); do "
-        'echo "== $id"; cat "offsets/$id"; echo; done',
-    )
-    batches = [
-        Batch.parse(int(head), body, "sensor-readings")
-        for head, body in (part.split("\n", 1) for part in listing.split("== ")[1:])
-    ]
+    from the app's batch log first, then the raw topic (which holds at least their records)."""
+    batches = [Batch.logged(n, value) for n, value in enumerate(site.values(ALERTS_BATCHES))]
     return replay(site.authentic_records(), batches, ALERT_RULES)
 
 

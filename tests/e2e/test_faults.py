@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 from pikit_contract.failpoints import SINK_BEFORE_COMMIT
+from pikit_contract.names import spark_batches_topic
+from pikit_dev import lab
+from pikit_spark.batches import CommittedBatch
 from pikit_testkit.nemesis import (
     ALWAYS,
     BROKER_FROZEN,
@@ -65,6 +68,7 @@ from tests.e2e.harness import (
     pikit_status,
     promql,
     raw_readings,
+    recap,
     restarts,
     sh,
     status_healthy,
@@ -74,7 +78,8 @@ from tests.e2e.harness import (
 
 # Two site.yml runs and the scenarios: about 20 minutes on a 2-core machine.
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2700)]
-CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
+# spark_data_dir/scratch/<app> on the lab: the driver's scratch, where a test arms its failpoints.
+CHECKPOINT = "/srv/pikit/spark/scratch/sensor_aggregates"
 SPOOL = "/srv/pikit/edge-agent/spool"  # edge_agent_spool_dir on the lab
 BROKER_OUTAGE_S = 90  # issue 31's outage; past the lab's NoReadings threshold (60 s) and its evaluation
 NETWORK_CUT_S = 150  # 15 times the lab's per-device slack, two and a half windows
@@ -308,6 +313,53 @@ def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(sit
     assert cut + SILENT_AFTER_S - 15 <= silent_at <= back, (cut, silent_at, back)
     assert back_at >= back - 5, (back, back_at)
     wait_healthy_again(site, back, "b, c, d")
+
+
+# A Pi lost for good and replaced: its re-flash, site.yml on it (about 8 minutes on the lab), then
+# its drivers' cold start, on a lab that runs everything else beside them.
+PI_LOST_FIRST_COMMIT_S = 300
+
+
+def test_the_drivers_pi_lost_with_its_disk_is_replaced_and_the_apps_resume_exactly(site: Site) -> None:
+    """The Pi that runs the Spark master and both drivers dies for good: its container is removed
+    with its disk (the lab keeps no volume). Nothing the apps need was on it: their state, source
+    offsets and outputs are in Kafka. The same Pi is replaced by the re-flash path and site.yml;
+    each app's first batch then commits within PI_LOST_FIRST_COMMIT_S of site.yml's end, its batch
+    log names the new driver, and every window and alert is exact against an independent
+    recompute over the whole raw topic: no state was lost and nothing was counted twice."""
+    wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
+    apps = ("sensor_aggregates", "anomaly_alerts")
+    logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
+    spec = lab.spec_from_inventory(site.inventory)
+    lost = time.time()
+    lab.reflash(spec, [MASTER])
+    assert sh(MASTER, f"ls {CHECKPOINT} 2>/dev/null || true").strip() == "", "the disk came back empty"
+    out = site.playbook("site.yml", "pi-lost.log")
+    provisioned = time.time()
+
+    def first_commits() -> dict[str, CommittedBatch] | None:
+        found = {}
+        for app in apps:
+            logged = [CommittedBatch.parse(v) for v in site.values(spark_batches_topic(app))]
+            later = logged[logged_before[app] :]
+            if not later:
+                return None
+            found[app] = later[0]
+        return found
+
+    firsts = wait_for("each app's first batch after the re-flash", first_commits, PI_LOST_FIRST_COMMIT_S)
+    committed = time.time()
+    print(
+        f"\n[pi lost] {MASTER} re-flashed, site.yml {provisioned - lost:.0f} s; first commits "
+        f"{committed - provisioned:.0f} s after it, output stopped {committed - lost:.0f} s in all; "
+        + ", ".join(f"{app} batch {b.batch} by {b.driver}" for app, b in firsts.items())
+    )
+    assert recap(out), "site.yml ran"
+    for app, batch in firsts.items():
+        assert batch.driver == MASTER and batch.timestamp >= lost, (app, batch)
+    wait_for("both devices' readings after the re-flash", lambda: after(site, committed), 240)
+    judge(site, "a Pi lost with its disk, replaced")
+    wait_healthy_again(site, committed, "pi lost")
 
 
 def run_nemesis(

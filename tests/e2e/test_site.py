@@ -191,7 +191,6 @@ def test_the_kafka_roles_own_verifier_passes_on_this_lab(site: Site) -> None:
 
 
 ROLLUP_UNIT = "spark-app-daily-rollup"
-OUTPUT = "/srv/pikit-shared/spark/output"  # spark_shared_dir/output on the lab
 
 
 def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
@@ -200,16 +199,15 @@ def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
     streaming apps), which checks its outcome (the_daily_rollup_ran)."""
     assert sh(MASTER, f"systemctl is-enabled {ROLLUP_UNIT}.timer").strip() == "enabled"
     assert sh(MASTER, f"systemctl is-active {ROLLUP_UNIT}.timer").strip() == "active"
-    # With no window in Parquet yet (sensor_aggregates copies them once a minute), daily_rollup
-    # exits 2 and says so: a run selected alone, right after the converge, waits for the first.
-    wait_for("the first windows in Parquet", lambda: "date=" in sh(MASTER, f"ls {OUTPUT}/aggregates"), 300)
+    wait_for("the first windows in the aggregates topic", lambda: site.values("sensor-aggregates"), 300)
     site.rollup_started = int(time.time())
     sh(MASTER, f"systemctl start --no-block {ROLLUP_UNIT}.service")
 
 
 def the_daily_rollup_ran(site: Site) -> None:
-    """The unit ended well, rolled up every date of windows, and reported the retention (nothing
-    is old on a fresh lab)."""
+    """The unit ended well, and the daily topic holds, for every date x device x sensor x metric of
+    the aggregates topic, the exact pooling of that series' first `windows` windows in the topic's
+    order (the run read each partition to the end it found, while the apps went on writing)."""
     assert site.rollup_started, "test_the_daily_rollup_starts_from_its_timer_unit did not run"
 
     def ended() -> str | None:
@@ -219,15 +217,33 @@ def the_daily_rollup_ran(site: Site) -> None:
     wait_for("daily_rollup's run to end", ended, 600, every=5)
     assert sh(MASTER, f"systemctl show -p Result --value {ROLLUP_UNIT}.service").strip() == "success"
     log = sh(MASTER, f"journalctl -u {ROLLUP_UNIT} --since @{site.rollup_started} --no-pager")
-    assert "retention 90 days: nothing older" in log, log[-3000:]
-    windows = [d for d in sh(MASTER, f"ls {OUTPUT}/aggregates").split() if d.startswith("date=")]
-    days = [d for d in sh(MASTER, f"ls {OUTPUT}/daily").split() if d.startswith("date=")]
-    assert days and days == windows, (days, windows)
+    assert "written to sensor-daily" in log, log[-3000:]
+    series: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for value in site.values("sensor-aggregates"):
+        window = json.loads(value)
+        date = time.strftime("%Y-%m-%d", time.gmtime(window["window_start"]))
+        series.setdefault((window["device"], window["sensor"], window["metric"], date), []).append(window)
+    days = {
+        (d["device"], d["sensor"], d["metric"], d["date"]): d
+        for d in map(json.loads, site.values("sensor-daily"))
+    }
+    assert days and set(days) == set(series), (sorted(days)[:5], sorted(series)[:5])
+    for key, day in days.items():
+        pooled = series[key][: day["windows"]]
+        assert day["windows"] >= 1 and len(pooled) == day["windows"], key
+        expected = (
+            sum(w["count"] for w in pooled),
+            min(w["min"] for w in pooled),
+            max(w["max"] for w in pooled),
+        )
+        assert (day["count"], day["min"], day["max"]) == expected, (key, day, expected)
+        mean = sum(w["mean"] * w["count"] for w in pooled) / expected[0]
+        assert abs(day["mean"] - mean) <= 1e-9 * max(1.0, abs(mean)), (key, day["mean"], mean)
     # common's probe read the unit from inside its sandbox, and Prometheus has it as not failed
     # (UnitFailed's input; the probe's failed case runs in molecule common/default).
     unit = f'pikit_unit_failed{{unit="{ROLLUP_UNIT}"}}'
     wait_for(f"{unit} == 0 in Prometheus", lambda: promql(unit) == 0, 180, every=10)
-    print(f"[end] {ROLLUP_UNIT}.service: success, daily dates {days}; {unit} 0")
+    print(f"[end] {ROLLUP_UNIT}.service: success, {len(days)} daily records exact; {unit} 0")
 
 
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:

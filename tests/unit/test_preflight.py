@@ -107,7 +107,6 @@ def spark_preflight(tmp_path: Path, masters: list[str], group_vars: dict[str, ob
         "all": {
             "vars": {
                 "ansible_port": 1,
-                "spark_shared_storage": "external",
                 "kafka_disk_bytes": 32 * 2**30,
                 **group_vars,
             },
@@ -134,13 +133,11 @@ def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
         (["pi-4", "pi-1"], {}, "group spark_master has 2 hosts"),
         (["pi-4"], {"spark_executor_memory_mb": 400}, "spark_executor_memory_mb=400 is below the ~450 MB"),
         (["pi-4"], {"spark_worker_memory_mb": 800}, "spark_worker_memory_mb=800 is below"),
-        (["pi-4"], {"spark_shared_storage": "nfs", "spark_nfs_server": "pi-1"}, "spark_nfs_server=pi-1"),
         (["pi-4"], {"spark_site_apps": ["daily_rollup"]}, "spark_site_apps names daily_rollup"),
-        (["pi-4"], {"spark_shared_storage": "ceph"}, "spark_shared_storage"),
         (
             ["pi-4"],
-            {"spark_output_retention_days": 2, "spark_late_horizon_seconds": 90000},
-            "spark_output_retention_days=2 would delete dates that sensor_aggregates may still write",
+            {"spark_rollup_days": 2, "spark_late_horizon_seconds": 90000},
+            "spark_rollup_days=2 would leave dates that sensor_aggregates may still write to",
         ),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-1"]}, "['pi-1']: pi-1 not in group spark_worker"),
         (["pi-4"], {"spark_workers_decommissioned": ["pi-2", "pi-3"]}, "every worker would leave"),

@@ -102,8 +102,10 @@ def kafka_default_acls(
     connect: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The pipeline's ACLs: devices write the readings topic; the Spark apps read it, write and read
-    their output topics, use consumer groups `spark-kafka-*` (the Kafka source) and `SPARK_PREFIX*`
-    (the sink's batch markers), and transactional ids `SPARK_PREFIX*` (the exactly-once sink).
+    their output topics, create, write and read their internal topics `SPARK_PREFIX*` (each app's
+    state and batch log, which it creates as Kafka Streams does), use consumer groups
+    `spark-kafka-*` (the Kafka source) and `SPARK_PREFIX*` (the sink's committed source offsets),
+    and transactional ids `SPARK_PREFIX*` (the exactly-once sink).
 
     With `connect` ({principal, group_id}: a site with Kafka Connect workers), the workers own
     their config, offset and status topics `<group>-*` (which they create), join their group, read
@@ -148,6 +150,7 @@ def kafka_default_acls(
         *(acl(device, "topic", "*", ["all"], permission="deny") for device in shut_out),
         acl(spark, "topic", readings_topic, ["read", "describe"]),
         *(acl(spark, "topic", topic, ["write", "describe", "read"]) for topic in output_topics),
+        acl(spark, "topic", SPARK_PREFIX, ["create", "write", "describe", "read"], prefixed=True),
         acl(spark, "group", "spark-kafka-", ["read", "describe"], prefixed=True),
         acl(spark, "group", SPARK_PREFIX, ["read", "describe"], prefixed=True),
         acl(spark, "transactional_id", SPARK_PREFIX, ["write", "describe"], prefixed=True),

@@ -10,6 +10,7 @@ import random
 import pytest
 from pikit_contract.readings import Reading
 from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
+from pikit_spark.batches import CommittedBatch
 from pikit_spark.presence import presence
 from pikit_spark.state import Tables
 from pikit_testkit.alerts_model import (
@@ -110,17 +111,12 @@ def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession
     assert compare_alerts(replayed, [*app_alerts, json.dumps(later).encode()]) == []
 
 
-def test_the_offset_log_splits_the_raw_topic_into_the_apps_batches() -> None:
-    """Spark's offset file of a batch gives each partition's end; the batch starts where the
-    previous one ended."""
-    text = "\n".join(
-        [
-            "v1",
-            '{"batchWatermarkMs":0,"batchTimestampMs":1795000010500,"conf":{}}',
-            '{"sensor-readings":{"0":2,"1":1}}',
-        ]
-    )
-    first = Batch.parse(0, text, "sensor-readings")
+def test_the_batch_log_splits_the_raw_topic_into_the_apps_batches() -> None:
+    """The app's batch log record of a batch gives each partition's end; the batch starts where
+    the previous one ended, whichever driver ran it."""
+    _, logged, _ = CommittedBatch("anomaly_alerts", 7, 1795000010.5, {0: 2, 1: 1}, "pi-4").record()
+    assert logged is not None
+    first = Batch.logged(0, logged)
     assert (first.timestamp, first.ends) == (1795000010.5, {0: 2, 1: 1})
     second = Batch(1, 1795000020.5, {0: 3, 1: 1})
 

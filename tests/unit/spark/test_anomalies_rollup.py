@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.anomalies import (
     STATE_SCHEMAS,
-    BaselineStore,
     Rules,
     Threshold,
     alerts,
     excursion_starts,
     judge,
 )
-from pikit_spark.rollup import daily
+from pikit_spark.rollup import as_daily_records, daily, dates_to_roll_up, windows_of
+from pikit_spark.state import Tables
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.unit.spark.conftest import JobCounter
@@ -29,6 +32,25 @@ READINGS = "device string, sensor string, metric string, seq long, value double,
 def _readings(spark: SparkSession, values: list[float], start_seq: int = 0) -> DataFrame:
     rows = [("edge-1", "sim", "temperature", start_seq + i, v, "C", T0 + i) for i, v in enumerate(values)]
     return spark.createDataFrame(rows, READINGS)
+
+
+class _Versions:
+    """Each batch's state by batch id, the app's committed state as a replayed batch sees it: it
+    starts again from its predecessor's."""
+
+    def __init__(self) -> None:
+        self.kept: dict[int, Tables] = {}
+
+    def before(self, batch_id: int) -> Tables:
+        older = [b for b in self.kept if b < batch_id]
+        return (
+            {n: list(r) for n, r in self.kept[max(older)].items()}
+            if older
+            else {n: [] for n in STATE_SCHEMAS}
+        )
+
+    def write(self, batch_id: int, tables: Tables) -> None:
+        self.kept[batch_id] = {n: list(r) for n, r in tables.items()}
 
 
 def test_threshold_syntax_is_checked() -> None:
@@ -43,7 +65,7 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     rules = Rules((Threshold("sim", "temperature", None, 30.0),), k=3.0, min_samples=10, baseline_n=10_000)
-    store = BaselineStore(spark, str(tmp_path / "baseline"))
+    store = _Versions()
     first = [20.0 + (i % 5) * 0.1 for i in range(40)]
     second = [20.0 + (i % 3) * 0.2 for i in range(25)]
 
@@ -87,7 +109,7 @@ def test_the_seq_marks_cost_no_spark_job_until_a_reading_is_resent(
     spark: SparkSession, spark_jobs: JobCounter, tmp_path: Path
 ) -> None:
     rules = Rules((Threshold("sim", "temperature", None, 30.0),), min_samples=5)
-    store = BaselineStore(spark, str(tmp_path / "baseline"))
+    store = _Versions()
     found: list[dict[str, Any]] = []
 
     def run(batch_id: int, values: list[float], start_seq: int) -> None:
@@ -144,32 +166,62 @@ def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
     assert young["baseline"] and not judge(_readings(spark, [1000.0], 50), young, rules).alerts
 
 
-def test_daily_rollup_pools_windows_exactly(spark: SparkSession) -> None:
+def test_daily_rollup_pools_the_aggregates_topics_windows_exactly(spark: SparkSession) -> None:
+    """From the aggregates topic's records as sensor_aggregates writes them, through the roll-up,
+    to the daily topic's record, keyed by device/sensor/metric/date."""
     windows = [[1.0, 2.0, 3.0, 4.0], [10.0, 11.0], [5.0]]
-    rows = [
-        (
-            "2026-11-18",
-            "edge-1",
-            "sim",
-            "temperature",
-            "C",
-            len(w),
-            min(w),
-            max(w),
-            statistics.fmean(w),
-            statistics.pstdev(w),
-        )
-        for w in windows
+    start = int(dt.datetime(2026, 11, 18, 23, 58, tzinfo=dt.UTC).timestamp())
+    closed = [
+        {
+            "device": "edge-1",
+            "sensor": "sim",
+            "metric": "temperature",
+            "unit": "C",
+            "window_start": start + 60 * n,
+            "window_end": start + 60 * (n + 1),
+            "count": len(w),
+            "min": min(w),
+            "max": max(w),
+            "mean": statistics.fmean(w),
+            "stddev": statistics.pstdev(w),
+        }
+        for n, w in enumerate(windows)
     ]
-    schema = (
-        "date string, device string, sensor string, metric string, unit string,"
-        " count long, min double, max double, mean double, stddev double"
-    )
-    (day,) = daily(spark.createDataFrame(rows, schema)).collect()
-    flat = [v for w in windows for v in w]
-    assert (day["count"], day["min"], day["max"], day["windows"]) == (len(flat), 1.0, 11.0, 3)
+    records = spark.createDataFrame([(value,) for _, value, _ in as_kafka_records(closed)], "value binary")
+    days = [row.asDict() for row in daily(windows_of(records)).collect()]
+    assert [d["date"] for d in days] == [dt.date(2026, 11, 18), dt.date(2026, 11, 19)], "UTC dates"
+    day = days[0]
+    flat = windows[0] + windows[1]
+    assert (day["count"], day["min"], day["max"], day["windows"]) == (len(flat), 1.0, 11.0, 2)
     assert math.isclose(day["mean"], statistics.fmean(flat), rel_tol=1e-12)
     assert math.isclose(day["stddev"], statistics.pstdev(flat), rel_tol=1e-9)
+    key, value, _ = as_daily_records(days)[1]
+    assert key == b"edge-1/sim/temperature/2026-11-19"
+    assert json.loads(value) == {
+        "schema": 1,
+        "date": "2026-11-19",
+        "device": "edge-1",
+        "sensor": "sim",
+        "metric": "temperature",
+        "count": 1,
+        "min": 5.0,
+        "max": 5.0,
+        "mean": 5.0,
+        "stddev": 0.0,
+        "windows": 1,
+        "unit": "C",
+    }
+
+
+def test_the_roll_up_takes_the_last_days_and_passes_over_a_date_retention_cut() -> None:
+    today = dt.date(2026, 12, 2)
+    present = [today - dt.timedelta(days=n) for n in range(5)]
+    assert dates_to_roll_up(present, today, 3, trimmed=False) == (present[2::-1], [])
+    # The topic lost its first records: its earliest date may lack its first windows.
+    assert dates_to_roll_up(present[:3], today, 3, trimmed=True) == (present[1::-1], [present[2]])
+    assert dates_to_roll_up(present, today, 3, trimmed=True) == (present[2::-1], []), "not among the chosen"
+    asked = dates_to_roll_up(present, today, 3, trimmed=False, asked=["2026-11-28"])
+    assert asked == ([dt.date(2026, 11, 28)], [])
 
 
 def test_a_deviation_alone_is_found_though_the_first_read_joins_no_baseline(

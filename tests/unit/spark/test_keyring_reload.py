@@ -14,6 +14,7 @@ import pytest
 from pikit_contract.signing import Keyring
 from pikit_spark import app as app_module
 from pikit_spark.app import StreamingApp
+from pikit_spark.changelog import KafkaState
 from pikit_spark.common import KeyringFile
 from pikit_spark.metrics import AppMetrics
 from pyspark.sql import DataFrame, SparkSession
@@ -36,7 +37,21 @@ def test_a_rewritten_keyring_restarts_the_query_and_the_stream_goes_on(
     args = argparse.Namespace(trigger="500 milliseconds")
     metrics = AppMetrics("keyring-test")
     keyring = KeyringFile(str(path))
-    app = StreamingApp("keyring-test", args, spark, sink, str(tmp_path), keyring, metrics)  # type: ignore[arg-type]
+    state = KafkaState("unused", {}, {})  # the test's batches keep no state
+    query_dir = str(tmp_path / "stream")
+    app = StreamingApp(
+        "keyring-test",
+        "keyring-test",
+        args,
+        spark,
+        sink,  # type: ignore[arg-type]
+        state,
+        str(tmp_path),
+        query_dir,
+        "",
+        keyring,
+        metrics,
+    )
     planned: list[Keyring | None] = []
     batches: list[tuple[int, int]] = []  # (query generation, batch id)
 
@@ -47,7 +62,7 @@ def test_a_rewritten_keyring_restarts_the_query_and_the_stream_goes_on(
     def process(batch: DataFrame, batch_id: int) -> None:
         batches.append((len(planned), batch_id))
 
-    runner = threading.Thread(target=app.run, args=(frame, process, "stream", "test"), daemon=True)
+    runner = threading.Thread(target=app.run, args=(frame, process, "test"), daemon=True)
     runner.start()
     _until(lambda: len(batches) >= 2, "the first query's batches")
     first_sha1 = hashlib.sha1(path.read_bytes()).hexdigest()

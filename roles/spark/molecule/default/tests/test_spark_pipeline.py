@@ -187,7 +187,8 @@ def test_aggregates_are_exact_across_a_driver_crash() -> None:
     assert {k[0] for k in model.open_windows} == {"dev-a", "dev-b"}, "each device's last window waits for it"
 
 
-CHECKPOINT = "/srv/pikit-shared/spark/checkpoints/sensor_aggregates"
+# spark_data_dir/scratch/<app> on the lab: the driver's scratch, where a test arms its failpoints.
+CHECKPOINT = "/srv/pikit/spark/scratch/sensor_aggregates"
 
 
 def arm_failpoint(name: str) -> None:
