@@ -117,6 +117,7 @@ def test_default_acls_give_devices_the_readings_topic_and_spark_the_rest() -> No
         ("User:spark", "topic", "readings", "literal", "read", "describe"),
         ("User:spark", "topic", "aggregates", "literal", "write", "describe", "read"),
         ("User:spark", "topic", "late", "literal", "write", "describe", "read"),
+        ("User:spark", "topic", "pikit-spark-", "prefixed", "create", "write", "describe", "read"),
         ("User:spark", "group", "spark-kafka-", "prefixed", "read", "describe"),
         ("User:spark", "group", "pikit-spark-", "prefixed", "read", "describe"),
         ("User:spark", "transactional_id", "pikit-spark-", "prefixed", "write", "describe"),

@@ -145,7 +145,7 @@ def test_a_consistent_spark_inventory_passes(tmp_path: Path) -> None:
         (
             ["pi-4"],
             {"kafka_disk_bytes": 16 * 2**20},
-            "topic sensor-readings gets 1,177,348 bytes per partition, fewer than two segments of 1,048,576"
+            "topic sensor-readings gets 1,157,049 bytes per partition, fewer than two segments of 1,048,576"
             " bytes, on pi-1, whose data disk holds 16,777,216 bytes of which kafka_disk_share=0.5",
         ),
     ],
