@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafka import TopicPartition
+from pikit_contract.brokers import bootstrap_servers
 from pikit_contract.names import spark_batches_topic, spark_state_topic
 from pikit_contract.signing import Keyring
 from pikit_contract.watchdog import Watchdog
@@ -39,6 +41,9 @@ from pikit_spark.state import Tables
 # How often a running app looks at its keyring file: a revoked device's forgeries are counted
 # until its next look and batch (the brokers refuse the device itself first).
 KEYRING_POLL_S = 5
+# How long a changed keyring waits for a moment between two micro-batches before the query is
+# stopped mid-batch: playbooks/edge-revoke.yml waits for every app to hold the new keyring.
+KEYRING_WAIT_S = 15
 
 
 @dataclass(frozen=True)
@@ -81,16 +86,25 @@ class StreamingApp:
             watchdog.start()
         instance = args.instance or name
         client = kafka_python_client(args.kafka_properties)
-        partitions = readings_partitions(args.readings_topic, client)
-        ensure_internal_topics(instance, len(partitions), client)
         checkpoints = args.checkpoint_dir.rstrip("/")
         state_topic, batches_topic = spark_state_topic(instance), spark_batches_topic(instance)
         sink = TransactionalSink(
             [*outputs, state_topic, batches_topic], instance, client, failpoints=checkpoints
         )
-        sink.producer()  # fences every earlier driver of the app: what is committed now stays so
-        committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
-        state = KafkaState(state_topic, schemas, client)
+
+        def resume() -> tuple[list[int], dict[TopicPartition, int], KafkaState]:
+            # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
+            reachable = {**client, "bootstrap_servers": bootstrap_servers(client)}
+            partitions = readings_partitions(args.readings_topic, reachable)
+            ensure_internal_topics(instance, len(partitions), reachable)
+            sink.producer()  # fences every earlier driver of the app: what is committed now stays so
+            committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
+            state = KafkaState(state_topic, schemas, reachable)
+            state.before()  # the topic read to its end, once
+            return partitions, committed, state
+
+        # Retried as a batch's write is: a driver started while the brokers are away waits for them.
+        partitions, committed, state = sink.with_retries("resuming from Kafka", resume)
         rows = sum(len(r) for r in state.before().values())
         starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
         query_dir = f"{checkpoints}/{stream}"
@@ -188,13 +202,20 @@ class StreamingApp:
             sys.exit(1)
 
     def _until_a_newer_keyring(self, query: StreamingQuery) -> Keyring | None:
-        """Wait for the query to end (None), or for a newer keyring between two micro-batches,
-        then stop the query and return the keyring. A batch that a stop interrupts after all is
-        replayed by the next query, and the sink writes each batch once."""
+        """Wait for the query to end (None), or for a newer keyring, then stop the query and return
+        the keyring. The stop waits for a moment between two micro-batches, for KEYRING_WAIT_S at
+        most: a query that has fallen behind has no such moment, and is stopped mid-batch. That
+        batch is computed again by the next query from the last committed state, and written once."""
+        seen: float | None = None  # when the change was first seen
         while not query.awaitTermination(KEYRING_POLL_S):
-            if self.keyring and self.keyring.changed() and not query.status["isTriggerActive"]:
-                keyring = self.keyring.newer()
-                if keyring is not None:
-                    query.stop()
-                    return keyring
+            if not (self.keyring and self.keyring.changed()):
+                seen = None
+                continue
+            seen = seen or time.monotonic()
+            if query.status["isTriggerActive"] and time.monotonic() - seen < KEYRING_WAIT_S:
+                continue
+            keyring = self.keyring.newer()
+            if keyring is not None:
+                query.stop()
+                return keyring
         return None

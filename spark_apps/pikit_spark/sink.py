@@ -42,9 +42,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
@@ -54,6 +54,7 @@ from pikit_contract.failpoints import SINK_AFTER_COMMIT, SINK_AFTER_SENDS, SINK_
 from pikit_contract.names import SPARK_PREFIX
 
 LOG = logging.getLogger("pikit.sink")
+T = TypeVar("T")
 
 FLUSH_MARGIN_S = 5.0  # a flush waits for the records' delivery timeout and this much more
 # How long one attempt waits for its records to be delivered. kafka-python's transactional producer
@@ -266,11 +267,16 @@ class TransactionalSink:
         committed offsets reach `source`, whatever checkpoint or driver runs it, and a driver
         started anywhere resumes from them (docs/design/any-pi-dies.md)."""
         records = [(topic, record) for topic, rows in outputs.items() for record in rows]
+        return self.with_retries(f"batch {batch_id}", lambda: self._write_once(batch_id, records, source))
+
+    def with_retries(self, what: str, attempt_once: Callable[[], T]) -> T:
+        """`attempt_once()` until it succeeds, with backoff, for up to `retry_for` seconds: each failed
+        attempt drops the producer, and the next starts a new one from the brokers that answer."""
         deadline = time.monotonic() + self.retry_for
         attempt = 0
         while True:
             try:
-                return self._write_once(batch_id, records, source)
+                return attempt_once()
             except (LineageError, ProducerFencedError):
                 raise  # a newer driver owns the output now, or the operator must decide
             except Exception as exc:
@@ -281,13 +287,13 @@ class TransactionalSink:
                 # init_transactions() aborts what this one left open.
                 self.close(timeout=0)
                 if time.monotonic() >= deadline:
-                    LOG.error("batch %d: not written after %d attempts: %s", batch_id, attempt, exc)
+                    LOG.error("%s: not done after %d attempts: %s", what, attempt, exc)
                     raise
                 # Capped low: the batch must go out within seconds of the brokers' return.
                 delay = min(10.0, 2.0**attempt)
                 LOG.warning(
-                    "batch %d: attempt %d failed (%s: %s); again in %.0fs",
-                    batch_id,
+                    "%s: attempt %d failed (%s: %s); again in %.0fs",
+                    what,
                     attempt,
                     type(exc).__name__,
                     exc,
@@ -302,9 +308,14 @@ class TransactionalSink:
 
     def covers(self, source: SourceOffsets) -> bool:
         """Whether the sink's group already holds these source offsets: a batch that ends there was
-        committed, by this driver or one before it (read once per producer, which fenced them)."""
-        self.producer()
-        return self._written_before(-1, source)
+        committed, by this driver or one before it (read once per producer, which fenced them).
+        Retried as a write is: the brokers may be away."""
+
+        def once() -> bool:
+            self.producer()
+            return self._written_before(-1, source)
+
+        return self.with_retries("the committed offsets", once)
 
     def _written_before(self, batch_id: int, source: SourceOffsets | None) -> bool:
         if source is None:

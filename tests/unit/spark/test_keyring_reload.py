@@ -92,3 +92,51 @@ def _until(done: Any, what: str, timeout: float = 60.0) -> None:
     while not done():
         assert time.monotonic() < deadline, f"no {what} within {timeout:.0f}s"
         time.sleep(0.2)
+
+
+def test_a_query_that_falls_behind_takes_a_new_keyring_mid_batch(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch outlasts the trigger, so the query is never between two batches: the new keyring
+    still reaches it within KEYRING_WAIT_S, the batch under way stopped and read again."""
+    monkeypatch.setattr(app_module, "KEYRING_POLL_S", 0.5)
+    monkeypatch.setattr(app_module, "KEYRING_WAIT_S", 2)
+    path = tmp_path / "app.device-keys.json"
+    path.write_text(Keyring({"edge-1": b"\x01" * 32}).to_json())
+    args = argparse.Namespace(trigger="200 milliseconds")
+    app = StreamingApp(
+        "behind",
+        "behind",
+        args,
+        spark,
+        _Sink(),  # type: ignore[arg-type]
+        KafkaState("unused", {}, {}),
+        str(tmp_path),
+        str(tmp_path / "stream"),
+        "",
+        KeyringFile(str(path)),
+        AppMetrics("behind"),
+    )
+    planned: list[Keyring | None] = []
+    started: list[int] = []
+
+    def frame(keyring: Keyring | None) -> DataFrame:
+        planned.append(keyring)
+        return spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+
+    def process(batch: DataFrame, batch_id: int) -> None:
+        started.append(len(planned))
+        time.sleep(3)  # longer than the trigger: the next batch is due when this one ends
+
+    runner = threading.Thread(target=app.run, args=(frame, process, "test"), daemon=True)
+    runner.start()
+    _until(lambda: started, "the first batch")
+    path.write_text(Keyring({"edge-1": b"\x01" * 32}, {"edge-1": {0: 3}}).to_json())
+    changed = time.monotonic()
+    _until(lambda: len(planned) == 2, "the query planned with the new keyring", timeout=30)
+    took = time.monotonic() - changed
+    [query] = spark.streams.active
+    query.stop()
+    runner.join(timeout=60)
+    assert planned[1] is not None and planned[1].revoked == {"edge-1": {0: 3}}
+    assert took < app_module.KEYRING_WAIT_S + 2 * app_module.KEYRING_POLL_S + 3, took
