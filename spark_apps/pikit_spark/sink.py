@@ -33,6 +33,11 @@ repeat it. The sink refuses to guess and stops with `LineageError`, unless the o
 said `adopt_new_checkpoint` (the marker then follows the new query, and output already
 written may be written again).
 
+The streaming apps write with `source` (pikit_spark/app.py): the transaction commits the batch's
+readings offsets to the group instead of a batch id, so a batch is written before when the group
+holds its end offsets, whatever checkpoint or driver runs it, and the marker's lineage check does
+not apply. The batch-id marker stays for a writer with no Kafka source.
+
 The rows pass through the driver, so this is for outputs of modest size per batch:
 window aggregates, alerts, dead letters, late readings.
 """
@@ -80,12 +85,6 @@ SourceOffsets = Mapping[TopicPartition, int]
 
 class LineageError(RuntimeError):
     """The marker was written by another streaming query than the one now running."""
-
-
-def checkpoint_query_id(checkpoint: str) -> str:
-    """The id Spark keeps for a query in `<checkpoint>/metadata` (stable across restarts)."""
-    first_line = (Path(checkpoint) / "metadata").read_text().splitlines()[0]
-    return str(json.loads(first_line)["id"])
 
 
 def batch_timestamp(checkpoint: str, batch_id: int) -> float:
