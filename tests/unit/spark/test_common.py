@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pikit_spark.common import AVAILABLE_NOW, kafka_python_client, streaming_parser, trigger
-from pikit_spark.sink import TransactionalSink
+from pikit_spark.sink import DELIVERY_TIMEOUT_MS, TransactionalSink
 
 REQUIRED = ["--kafka-properties", "/etc/k.properties", "--readings-topic", "r", "--checkpoint-dir", "/c"]
 
@@ -43,7 +43,7 @@ def test_the_sink_takes_the_request_bound_of_the_spark_clients(tmp_path: Path) -
         TransactionalSink(["out"], "app", {"bootstrap_servers": ["b:1"]}).producer_options()[
             "request_timeout_ms"
         ]
-        == 15000
+        == DELIVERY_TIMEOUT_MS // 2
     ), "half the delivery timeout without the client's own"
 
 
@@ -51,7 +51,7 @@ def test_the_broker_never_aborts_a_transaction_that_an_attempt_still_waits_on() 
     # Two brokers of three away for 58 s: the sink's flush waited them out, and Kafka's 60 s
     # transaction timeout aborted the transaction under it and fenced the producer.
     sink = TransactionalSink(["out"], "app", {"bootstrap_servers": ["b:1"]})
-    assert sink.attempt_bound() == 30 + 5 + 2 * 30
+    assert sink.attempt_bound() == DELIVERY_TIMEOUT_MS / 1000 + 5 + 2 * 30
     assert sink.producer_options()["transaction_timeout_ms"] > sink.attempt_bound() * 1000
     assert sink.producer_options()["transaction_timeout_ms"] <= 900_000, "Kafka's transaction.max.timeout.ms"
 
