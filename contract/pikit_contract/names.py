@@ -17,3 +17,9 @@ def spark_batches_topic(app: str) -> str:
     """An app's batch log: one record per committed micro-batch, written in its transaction
     (spark_apps/pikit_spark/batches.py)."""
     return f"{SPARK_PREFIX}{app}-batches"
+
+
+def spark_leader_topic(app: str) -> str:
+    """The one-partition topic whose consumer group elects an app's active driver among its driver
+    Pis (spark_apps/pikit_spark/leadership.py); nothing is written to it. Also the group's name."""
+    return f"{SPARK_PREFIX}{app}-leader"

@@ -3,12 +3,14 @@ carries on where the last one committed (docs/design/any-pi-dies.md):
 
 - the state topic `pikit-spark-<app>-state` (compacted, one record per device, as many partitions
   as the readings topic: pikit_spark/changelog.py);
+- the election topic `pikit-spark-<app>-leader` (one partition, never written), whose consumer group
+  picks the app's active driver (pikit_spark/leadership.py);
 - the batch log `pikit-spark-<app>-batches`: one record per committed micro-batch, its id, its
   timestamp (what "now" meant to it), where it stopped reading each partition, and the driver that
   ran it. Written in the batch's transaction, it lists exactly the batches whose outputs and state
   changes count, in order, whichever drivers ran them: what an independent recompute replays.
 
-The app creates both at its start, as Kafka Streams creates its internal topics: their names
+The app creates them at its start, as Kafka Streams creates its internal topics: their names
 follow from the app's, and their partitions from the readings topic's.
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
-from pikit_contract.names import spark_batches_topic, spark_state_topic
+from pikit_contract.names import spark_batches_topic, spark_leader_topic, spark_state_topic
 
 from pikit_spark.sink import Change
 
@@ -81,7 +83,8 @@ def readings_partitions(topic: str, client: Mapping[str, Any]) -> list[int]:
 
 
 def ensure_internal_topics(app: str, partitions: int, client: Mapping[str, Any]) -> None:
-    """The app's state topic and batch log, created when missing (left as they are when present)."""
+    """The app's state topic, batch log and election topic (pikit_spark/leadership.py), created when
+    missing (left as they are when present)."""
     admin = KafkaAdminClient(**client)
     try:
         brokers = len(admin.describe_cluster()["brokers"])
@@ -99,6 +102,7 @@ def ensure_internal_topics(app: str, partitions: int, client: Mapping[str, Any])
                 replicas,
                 topic_configs={"cleanup.policy": "delete", "retention.ms": str(BATCH_LOG_RETENTION_MS)},
             ),
+            NewTopic(spark_leader_topic(app), 1, replicas),
         ]
         existing = set(admin.list_topics())
         for topic in wanted:

@@ -90,6 +90,11 @@ class LineageError(RuntimeError):
     """The marker was written by another streaming query than the one now running."""
 
 
+class SupersededError(RuntimeError):
+    """Another driver of the app committed batches since this one's last: its state is stale, and
+    it must start again from what Kafka holds (or stand by: pikit_spark/leadership.py)."""
+
+
 def batch_timestamp(checkpoint: str, batch_id: int) -> float:
     """The timestamp (s) Spark gave a micro-batch, from `<checkpoint>/offsets/<id>`: what
     current_timestamp() means inside that batch, on its first run and on a replay alike.
@@ -159,6 +164,7 @@ class TransactionalSink:
         delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
         call_timeout: float = 30.0,
         failpoints: str | None = None,
+        confirm: Callable[[], None] | None = None,
     ) -> None:
         self.topics = topics
         self.transactional_id = self.group = f"{SPARK_PREFIX}{name}"
@@ -178,10 +184,16 @@ class TransactionalSink:
         self._last_batch = -1
         # The source offsets the group held when the producer started, then what it committed.
         self._source: dict[TopicPartition, int] | None = None
+        # The source offsets of this process's last commit (at first, what the group held).
+        self._mine: dict[TopicPartition, int] | None = None
+        # Raises unless this driver may write now (the app's election); None: always may.
+        self.confirm = confirm
 
     def producer(self) -> BoundedProducer:
         if self._producer is None:
             # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
+            if self.confirm:  # before a new producer fences the others: this driver may be the stale one
+                self.confirm()
             self._answering = bootstrap_servers(self.client)
             producer = BoundedProducer(**self.producer_options())
             try:
@@ -279,7 +291,7 @@ class TransactionalSink:
         while True:
             try:
                 return attempt_once()
-            except (LineageError, ProducerFencedError):
+            except (LineageError, ProducerFencedError, SupersededError):
                 raise  # a newer driver owns the output now, or the operator must decide
             except Exception as exc:
                 attempt += 1
@@ -324,7 +336,20 @@ class TransactionalSink:
             return batch_id <= self._last_batch
         if self._source is None:  # read once per producer: it fenced every other writer
             self._source = self.committed_source(source)
+            self._check_not_superseded(source)
         return all(self._source.get(tp, -1) >= offset for tp, offset in source.items())
+
+    def _check_not_superseded(self, source: SourceOffsets) -> None:
+        """The group must hold what this process committed last, or the batch in hand (its commit
+        landed though the call timed out): anything else another driver wrote."""
+        assert self._source is not None
+        held = {tp: self._source.get(tp, -1) for tp in source}
+        if self._mine is None:
+            self._mine = held
+            return
+        mine = {tp: self._mine.get(tp, -1) for tp in source}
+        if held not in (mine, dict(source)):
+            raise SupersededError(f"{self.group}: the group holds {held}, this driver committed {mine}")
 
     def _write_once(
         self, batch_id: int, records: list[tuple[str, Change]], source: SourceOffsets | None = None
@@ -356,6 +381,7 @@ class TransactionalSink:
         self._last_batch = batch_id
         if source is not None:
             self._source = {**(self._source or {}), **source}
+            self._mine = {**(self._mine or {}), **source}
         counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
         LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
         return len(records)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from pikit_spark.changelog import KafkaState, changes, documents, read_state
 from pikit_spark.device_windows import STATE_SCHEMAS
-from pikit_spark.sink import BoundedProducer, TransactionalSink
+from pikit_spark.sink import BoundedProducer, SupersededError, TransactionalSink
 from pikit_spark.state import Tables
 
 from pikit.topic import read_to_end
@@ -125,3 +126,26 @@ def test_a_devices_state_lies_in_the_partition_of_its_readings(broker: str) -> N
     assert len(state_partition) == 40
     assert state_partition == reading_partition
     assert len(set(state_partition.values())) == READINGS_PARTITIONS  # 40 devices cover all six
+
+
+def test_a_driver_whose_batches_another_committed_since_stops_before_writing(broker: str) -> None:
+    """Two drivers of one app, the older one cut off while the newer took over: when the older one
+    opens a producer again, the group holds offsets it did not commit, and it stops rather than
+    write a batch computed from its stale state."""
+    readings, out, _ = _topics(broker)
+    client: dict[str, Any] = {"bootstrap_servers": [broker]}
+    p0 = TopicPartition(readings, 0)
+    older = TransactionalSink([out], "superseded-app", client)
+    assert older.write(0, {out: [(b"d", b"w0", [])]}, {p0: 10}) == 1
+    newer = TransactionalSink([out], "superseded-app", client)  # fences the older one
+    assert newer.write(0, {out: [(b"d", b"w1", [])]}, {p0: 20}) == 1
+    newer.close()
+    older.close()  # its attempt failed (fenced, or the brokers away): the next opens a producer
+    with pytest.raises(SupersededError):
+        older.write(1, {out: [(b"d", b"stale", [])]}, {p0: 30})
+    assert b"stale" not in {r.value for r in read_to_end(out, **client)}
+    # Its own commit that landed though the call failed is not another driver's.
+    landed = TransactionalSink([out], "superseded-app", client)
+    assert landed.write(1, {out: [(b"d", b"w2", [])]}, {p0: 30}) == 1
+    landed.close()
+    assert landed.write(1, {out: [(b"d", b"w2", [])]}, {p0: 30}) is None

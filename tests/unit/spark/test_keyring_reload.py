@@ -135,6 +135,8 @@ def test_a_query_that_falls_behind_takes_a_new_keyring_mid_batch(
     changed = time.monotonic()
     _until(lambda: len(planned) == 2, "the query planned with the new keyring", timeout=30)
     took = time.monotonic() - changed
+    # Planned is not yet started: the query is active a moment after its plan.
+    _until(lambda: len(spark.streams.active) == 1, "the query with the new keyring running")
     [query] = spark.streams.active
     query.stop()
     runner.join(timeout=60)
