@@ -25,6 +25,7 @@ KIT_GROUPS = (
     "kafka_connect",
     "spark_master",
     "spark_worker",
+    "spark_driver",
     "edge",
     "monitoring",
 )
@@ -34,7 +35,7 @@ ROLE_GROUPS: dict[str, tuple[str, ...]] = {
     "common": ("all",),
     "kafka": ("kafka_controller", "kafka_broker"),
     "connect": ("kafka_connect",),
-    "spark": ("spark_master", "spark_worker"),
+    "spark": ("spark_master", "spark_worker", "spark_driver"),
     "edge_agent": ("edge",),
     "monitoring": ("monitoring",),
 }

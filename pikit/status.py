@@ -278,9 +278,35 @@ def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
             part.problems.append(f"app is {app['state']}")
         port = int(dict(apps.get(name, {})).get("metrics_port", 0))
         if port:
-            part.details["queries"] = _queries(part, f"http://{address}:{port}/metrics")
+            active = _active_driver(part, site, port)
+            if active:
+                part.details["driver"] = active
+                part.details["queries"] = _queries(part, f"http://{site.address(active)}:{port}/metrics")
         parts.append(part)
     return parts
+
+
+def _active_driver(part: Part, site: Site, port: int) -> str | None:
+    """The driver Pi that holds the app (pikit_app_active 1), among those of spark_driver (the
+    master's Pi where the inventory names none); the others stand by."""
+    drivers = site.hosts("spark_driver") or site.hosts("spark_master")[:1]
+    silent, standing = [], []
+    for host in drivers:
+        url = f"http://{site.address(host)}:{port}/metrics"
+        try:
+            samples = scrape(url, timeout=5)
+        except OSError:
+            silent.append(host)
+            continue
+        if any(s.name == "pikit_app_active" and s.value == 1 for s in samples):
+            part.details["standby"] = [h for h in drivers if h != host]
+            return host
+        standing.append(host)
+    part.problems.append(
+        f"no driver holds the app: standing by {', '.join(standing) or 'none'}; "
+        f"not answering {', '.join(silent) or 'none'}"
+    )
+    return None
 
 
 def _queries(part: Part, url: str, stalled_after: float = 120.0) -> list[dict[str, Any]]:

@@ -47,6 +47,9 @@ def describe(kind: str, part: Part) -> str:
                 if "cores_used" in d
                 else f"cores {d['cores']}"
             )
+        if "driver" in d:
+            standby = ", ".join(d.get("standby", [])) or "none"
+            bits.append(f"driver {d['driver']} (standing by: {standby})")
         for q in d.get("queries", []):
             bits.append(
                 f"{q['query']}: batch {q['batch']}, {q['records_behind']} records behind, "

@@ -245,6 +245,20 @@ def reflash(spec: LabSpec, names: list[str], suite: str | None = None) -> None:
     up(replace(spec, nodes=nodes))
 
 
+def lose(spec: LabSpec, names: list[str]) -> None:
+    """Pis lost for good, as when the power goes and the SD card dies with it: each container's
+    network is cut first, so that no peer hears a connection close, then the container is removed
+    with its disk. `up` (or `reflash`) brings blank ones back at the same addresses."""
+    unknown = sorted(set(names) - {node.name for node in spec.nodes})
+    if unknown:
+        die(f"lab {spec.name} has no node {', '.join(unknown)}")
+    with phase(f"lose {', '.join(names)}"):
+        for name in names:
+            pid = _podman("inspect", "-f", "{{.State.Pid}}", name).stdout.decode().strip()
+            subprocess.run(["nsenter", "-t", pid, "-n", "ip", "link", "set", "eth0", "down"], check=True)
+        _remove_containers(names, spec.name)
+
+
 def down(lab: str | None) -> None:
     with phase(f"remove lab {lab or '(all pikit labs)'}"):
         names = list(_running_containers(lab))

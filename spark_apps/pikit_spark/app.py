@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import TopicPartition
 from pikit_contract.brokers import bootstrap_servers
@@ -33,6 +34,7 @@ from pikit_spark.common import (
     setup_logging,
     start_batches,
 )
+from pikit_spark.leadership import Leadership
 from pikit_spark.metrics import AppMetrics
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
@@ -84,6 +86,9 @@ class StreamingApp:
         watchdog = Watchdog.for_unit(metrics.last_sign, args.stall_after_seconds)
         if watchdog:
             watchdog.start()
+        # A standby serves its page too (pikit_app_active 0): the same target whichever Pi is active.
+        if args.metrics_listen:
+            metrics.serve(args.metrics_listen)
         instance = args.instance or name
         client = kafka_python_client(args.kafka_properties)
         checkpoints = args.checkpoint_dir.rstrip("/")
@@ -92,19 +97,35 @@ class StreamingApp:
             [*outputs, state_topic, batches_topic], instance, client, failpoints=checkpoints
         )
 
-        def resume() -> tuple[list[int], dict[TopicPartition, int], KafkaState]:
+        def reachable() -> dict[str, Any]:
             # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
-            reachable = {**client, "bootstrap_servers": bootstrap_servers(client)}
-            partitions = readings_partitions(args.readings_topic, reachable)
-            ensure_internal_topics(instance, len(partitions), reachable)
+            return {**client, "bootstrap_servers": bootstrap_servers(client)}
+
+        def topics() -> list[int]:
+            found = readings_partitions(args.readings_topic, reachable())
+            ensure_internal_topics(instance, len(found), reachable())
+            return found
+
+        partitions = sink.with_retries("the app's topics", topics)
+        if args.driver_rank is not None:
+            leadership = sink.with_retries(
+                "joining the app's election",
+                lambda: Leadership(instance, args.driver_rank, driver_host(), reachable()),
+            )
+            leadership.wait(alive=metrics.standing_by)
+            leadership.keep()  # exits the driver when another one takes the app over
+            sink.confirm = leadership.confirmed
+        metrics.set("active", 1)
+
+        def resume() -> tuple[dict[TopicPartition, int], KafkaState]:
             sink.producer()  # fences every earlier driver of the app: what is committed now stays so
             committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
-            state = KafkaState(state_topic, schemas, reachable)
+            state = KafkaState(state_topic, schemas, reachable())
             state.before()  # the topic read to its end, once
-            return partitions, committed, state
+            return committed, state
 
         # Retried as a batch's write is: a driver started while the brokers are away waits for them.
-        partitions, committed, state = sink.with_retries("resuming from Kafka", resume)
+        committed, state = sink.with_retries("resuming from Kafka", resume)
         rows = sum(len(r) for r in state.before().values())
         starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
         query_dir = f"{checkpoints}/{stream}"
@@ -120,8 +141,6 @@ class StreamingApp:
         spark = session(name, args.shuffle_partitions)
         log_progress(spark)
         spark.streams.addListener(metrics)
-        if args.metrics_listen:
-            metrics.serve(args.metrics_listen)
         return cls(
             name,
             instance,

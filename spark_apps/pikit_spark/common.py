@@ -48,7 +48,15 @@ def streaming_parser(description: str, app: str) -> argparse.ArgumentParser:
         "--instance",
         default="",
         help=f"the app's name in Kafka: its transactional id, group and internal topics are "
-        f"pikit-spark-<instance>[-state|-batches] (default: {app}); a second instance has a state of its own",
+        f"pikit-spark-<instance>[-state|-batches|-leader] (default: {app}); a second instance has a "
+        "state of its own",
+    )
+    parser.add_argument(
+        "--driver-rank",
+        type=int,
+        default=None,
+        help="this Pi's place among the app's driver Pis (0 first): the driver stands by until the "
+        "app's election gives it the app (pikit_spark/leadership.py); without it, no election",
     )
     parser.add_argument(
         "--trigger",
@@ -201,7 +209,13 @@ def kafka_python_client(path: str) -> dict[str, Any]:
     transactional sink: a frozen broker then holds the sink's requests as briefly as the
     source's (spark_kafka_client_properties)."""
     properties = read_properties(path)
-    client: dict[str, Any] = {"bootstrap_servers": properties["bootstrap.servers"].split(",")}
+    client: dict[str, Any] = {
+        "bootstrap_servers": properties["bootstrap.servers"].split(","),
+        # Kafka's Java clients' 1 s, not kafka-python's 30 s: after every broker was down for 90 s,
+        # the active driver's election consumer came back to the group 20 s after the standby's, and
+        # the app moved to the standby (a cold start) for no reason.
+        "reconnect_backoff_max_ms": 1000,
+    }
     if "request.timeout.ms" in properties:
         client["request_timeout_ms"] = int(properties["request.timeout.ms"])
     if properties.get("security.protocol", "PLAINTEXT").upper() == "SSL":

@@ -162,7 +162,13 @@ class Leadership:
         """Stand by until this driver holds the partition, calling `alive()` at every turn."""
         LOG.info("%s: standing by", self.topic)
         while not self._held:
-            self._poll()
+            try:
+                self._poll()
+            except LeadershipLostError:
+                raise  # closed
+            except Exception as exc:  # the brokers away: stand by until they answer
+                LOG.warning("%s: %s", self.topic, exc)
+                time.sleep(POLL_S)
             alive()
         LOG.info("%s: this driver is the app's active one now", self.topic)
 
@@ -186,16 +192,22 @@ class Leadership:
         thread.start()
         return thread
 
-    def confirmed(self) -> None:
-        """Raise unless the group heard from this driver as its holder within half a session:
-        LeadershipLostError when it is gone, NotConfirmedError while the group has not answered lately."""
-        if self._lost.is_set() or not self._held:
-            raise LeadershipLostError(self.topic)
-        heard = max(self.consumer._coordinator.heartbeat.last_receive, self.assignor.assigned_at)
-        if time.monotonic() - heard > SESSION_TIMEOUT_MS / 2000:
-            raise NotConfirmedError(
-                f"{self.topic}: no heartbeat answered for {time.monotonic() - heard:.0f}s"
-            )
+    def confirmed(self, wait_s: float = SESSION_TIMEOUT_MS / 1000) -> None:
+        """Return once the group has heard from this driver as its holder within half a session,
+        waiting up to `wait_s` for its next heartbeat (after a broker outage the group answers
+        seconds after the brokers do). Raise LeadershipLostError when the app went to another
+        driver, NotConfirmedError when the group did not answer in time (retriable)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            if self._lost.is_set() or not self._held:
+                raise LeadershipLostError(self.topic)
+            heard = max(self.consumer._coordinator.heartbeat.last_receive, self.assignor.assigned_at)
+            silent = time.monotonic() - heard
+            if silent <= SESSION_TIMEOUT_MS / 2000:
+                return
+            if time.monotonic() >= deadline:
+                raise NotConfirmedError(f"{self.topic}: no heartbeat answered for {silent:.0f}s")
+            time.sleep(0.2)
 
     def close(self) -> None:
         self._closed = True

@@ -88,6 +88,7 @@ APP_SERIES = {
     "alerts": ("counter", "alerts sent to the alerts topic"),
     "windows_closed": ("counter", "device windows closed and written to the aggregates topic"),
     "state_rows": ("gauge", "rows of the app's own state after its last batch"),
+    "active": ("gauge", "1 on the app's active driver, 0 on a standby (pikit_spark/leadership.py)"),
 }
 
 
@@ -153,6 +154,11 @@ class AppMetrics(StreamingQueryListener):
         assert APP_SERIES[name][0] == "counter", name
         with self._lock:
             self._values[name] += count
+
+    def standing_by(self) -> None:
+        """A standby driver's sign of life, for the watchdog: its election turned just now."""
+        with self._lock:
+            self._started = time.time()
 
     def set(self, name: str, value: float) -> None:
         assert APP_SERIES[name][0] == "gauge", name

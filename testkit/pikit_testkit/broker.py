@@ -106,6 +106,8 @@ class LocalBroker:
                     "offsets.topic.replication.factor=1",
                     "transaction.state.log.replication.factor=1",
                     "transaction.state.log.min.isr=1",
+                    # A group's first rebalance at once: Kafka's 3 s wait is for a fleet of consumers.
+                    "group.initial.rebalance.delay.ms=0",
                     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                     "super.users=User:ANONYMOUS;User:CN=bench;User:bench",
                     *(

@@ -112,6 +112,24 @@ class SiteNodes:
     edges: tuple[str, ...]
     apps: tuple[str, ...]  # the first one's sink is where the commit faults land
     addresses: dict[str, str] = field(default_factory=dict)
+    # The apps' driver Pis (spark_driver; the master's where the inventory names none): one holds
+    # each app, the others stand by (spark_apps/pikit_spark/leadership.py).
+    drivers: tuple[str, ...] = ()
+
+    def driver_nodes(self) -> tuple[str, ...]:
+        return self.drivers or (self.master,)
+
+    def driver_of(self, app: str) -> str:
+        """The node whose driver of `app` committed last: the active one (a standby commits nothing)."""
+        newest: dict[str, float] = {}
+        for node in self.driver_nodes():
+            with contextlib.suppress(Exception):
+                commits = f"find {CHECKPOINTS}/{app} -path '*/commits/*' -printf '%T@\\n'"
+                found = sh(node, commits, check=False)
+                newest[node] = max(map(float, found.split()), default=0.0)
+        if not newest or max(newest.values()) == 0.0:
+            raise LookupError(f"no driver of {app} has committed on {', '.join(self.driver_nodes())}")
+        return max(newest, key=lambda node: newest[node])
 
     @classmethod
     def from_inventory(cls, inventory: Path, apps: tuple[str, ...]) -> SiteNodes:
@@ -135,6 +153,7 @@ class SiteNodes:
             edges=group("edge"),
             apps=apps,
             addresses={h: v["ansible_host"] for h, v in hostvars.items()},
+            drivers=tuple(data.get("spark_driver", {}).get("hosts", [])),
         )
 
 
@@ -178,8 +197,9 @@ def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fau
         return Fault(kind, brokers, round(rng.uniform(5, longest)), quiet)
     if kind == BROKER_FROZEN:
         return Fault(kind, (rng.choice(site.brokers),), round(rng.uniform(30, 90)), quiet)
+    # The node of the first app's active driver, found when the fault lands: it moves on a takeover.
     if kind == DRIVER_CUT:
-        return Fault(kind, (site.master,), round(rng.uniform(20, 90)), quiet)
+        return Fault(kind, site.apps[:1], round(rng.uniform(20, 90)), quiet)
     if kind == DRIVER_KILLED:
         return Fault(kind, (rng.choice(site.apps),), 0, quiet)
     if kind == EXECUTOR_KILLED:
@@ -279,10 +299,18 @@ def journal_digest(text: str, limit: int = 25, width: int = 240) -> list[str]:
 
 
 def apps_journal(site: SiteNodes, since: float, until: float | None = None) -> str:
-    """The streaming apps' journals on the master from `since` (to `until`), epoch seconds."""
+    """The streaming apps' journals on every driver Pi from `since` (to `until`), epoch seconds."""
     units = " ".join(f"-u {unit_of(app)}" for app in site.apps)
     window = f"--since @{since:.0f}" + (f" --until @{until:.0f}" if until is not None else "")
-    return sh(site.master, f"journalctl {units} {window} -o short-precise --no-pager", check=False)
+    journals, errors = [], []
+    for node in site.driver_nodes():
+        try:
+            journals.append(sh(node, f"journalctl {units} {window} -o short-precise --no-pager", check=False))
+        except Exception as exc:  # a node cut off or down: the others' journals still tell
+            errors.append(exc)
+    if errors and not journals:
+        raise errors[-1]
+    return "".join(journals)
 
 
 def unit_of(app: str) -> str:
@@ -352,11 +380,14 @@ class Nemesis:
                 time.sleep(fault.seconds)
             finally:
                 sh(broker, "systemctl kill --signal=SIGCONT kafka")
-        elif kind in (DRIVER_CUT, DEVICE_CUT):
+        elif kind == DRIVER_CUT:
+            with cable_pulled(self.site.driver_of(targets[0])):
+                time.sleep(fault.seconds)
+        elif kind == DEVICE_CUT:
             with cable_pulled(targets[0]):
                 time.sleep(fault.seconds)
         elif kind == DRIVER_KILLED:
-            sh(self.site.master, f"systemctl kill --signal=KILL {unit_of(targets[0])}")
+            sh(self.site.driver_of(targets[0]), f"systemctl kill --signal=KILL {unit_of(targets[0])}")
         elif kind == EXECUTOR_KILLED:
             self.kill_an_executor(targets[0])
         elif kind == AGENT_KILLED:
@@ -421,26 +452,27 @@ class Nemesis:
         """Arm a sink failpoint in the app's checkpoint directory and wait until it fires."""
         flags = f"{CHECKPOINTS}/{app}/failpoints"
         flag = f"{flags}/{point}"
+        node = self.site.driver_of(app)  # not a standby's: it would fire on a takeover, much later
         sh(
-            self.site.master,
+            node,
             f"install -d -o spark -g spark {flags} && printf %s {shlex.quote(action)} > {flag} "
             f"&& chown spark:spark {flag}",
         )
-        wait(
-            f"{app}'s failpoint {point}",
-            lambda: not sh(self.site.master, f"ls {flag} 2>/dev/null", False),
-            180,
-        )
+        wait(f"{app}'s failpoint {point}", lambda: not sh(node, f"ls {flag} 2>/dev/null", False), 180)
 
     # --- recovery ---------------------------------------------------------------------------
 
     def commits_since(self, app: str, moment: float) -> list[float]:
-        """When the app's query committed each micro-batch after `moment` (its checkpoint)."""
-        found = sh(
-            self.site.master,
-            f"find {CHECKPOINTS}/{app} -path '*/commits/*' -newermt @{moment:.3f} -printf '%T@\\n'",
-            check=False,
-        ).split()
+        """When the app's query committed each micro-batch after `moment` (its checkpoint), on
+        whichever driver Pi held it; a node cut off or down tells nothing."""
+        found: list[str] = []
+        for node in self.site.driver_nodes():
+            with contextlib.suppress(Exception):
+                found += sh(
+                    node,
+                    f"find {CHECKPOINTS}/{app} -path '*/commits/*' -newermt @{moment:.3f} -printf '%T@\\n'",
+                    check=False,
+                ).split()
         return sorted(map(float, found))
 
     def committed_since(self, app: str, moment: float) -> float | None:

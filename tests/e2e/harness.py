@@ -52,6 +52,9 @@ SUITE = os.environ.get("PIKIT_E2E_SUITE", lab_image.DEFAULT_SUITE)
 BROKERS = ["e2e-pi-1", "e2e-pi-2", "e2e-pi-3"]
 BROKER_HOSTS = (11, 12, 13)  # the brokers' last address octet on SUBNET_TO, in BROKERS' order
 MASTER = "e2e-pi-4"
+# The apps' driver Pis (inventory/lab: spark_driver), first-ranked first: the first runs both apps'
+# drivers until it dies, the other stands by (spark_apps/pikit_spark/leadership.py).
+DRIVERS = ["e2e-pi-3", "e2e-pi-2"]
 EDGES = ["e2e-edge-1", "e2e-edge-2"]
 # Devices that sign without being hosts: the suite's own producers (pikit_device_signing_extra).
 SYNTHETIC = ["e2e-late"]
@@ -200,10 +203,18 @@ def one_app() -> list[str] | None:
 
 
 def app_journal(lines: int = 80) -> str:
-    """The aggregating app's last journal lines, for a failure message: when its output is
-    missing, the reason is in the driver's log, which dies with the lab."""
-    log = sh(MASTER, f"journalctl -u spark-app-sensor-aggregates -n {lines} --no-pager", check=False)
-    return f"\n--- journal of spark-app-sensor-aggregates on {MASTER} ---\n{log}"
+    """The aggregating app's last journal lines on each driver Pi, for a failure message: when its
+    output is missing, the reason is in the driver's log, which dies with the lab."""
+    logs = []
+    for node in DRIVERS:
+        log = sh(node, f"journalctl -u {APP_UNIT} -n {lines} --no-pager", check=False)
+        logs.append(f"\n--- journal of {APP_UNIT} on {node} ---\n{log}")
+    return "".join(logs)
+
+
+def driver_of(app: str = APP) -> str:
+    """The driver Pi that runs `app` now: the one whose driver committed last."""
+    return SiteNodes(tuple(BROKERS), (), MASTER, tuple(EDGES), (app,), drivers=tuple(DRIVERS)).driver_of(app)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300.0, every: float = 5.0) -> Any:

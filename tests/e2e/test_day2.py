@@ -40,6 +40,7 @@ from tests.e2e.harness import (
     APP_PORTS,
     APP_UNIT,
     BROKERS,
+    DRIVERS,
     EDGES,
     MASTER,
     SUBNET_TO,
@@ -49,6 +50,7 @@ from tests.e2e.harness import (
     after,
     app_journal,
     contract_version,
+    driver_of,
     judge,
     key_of,
     nemesis,
@@ -291,7 +293,9 @@ def roll_out_a_contract_version(site: Site, old_kit: Path) -> None:
     refused = site.playbook("edge-upgrade.yml", "v-refused.log", refused=True)
     assert f"agent release {new_release} writes version 2 of the reading contract" in refused, refused[-3000:]
     for port in APP_PORTS.values():
-        assert f"the app at http://{SUBNET_TO}14:{port}/metrics reads version 1" in refused, refused[-3000:]
+        for node in DRIVERS:  # the standby's code too: it is what runs after a takeover
+            url = f"http://{SUBNET_TO}1{node[-1]}:{port}/metrics"
+            assert f"the app at {url} reads version 1" in refused, refused[-3000:]
     assert "No device was changed." in refused
     assert agent_runs() == runs
     assert all(current == f"releases/{old_release}" for current, _ in runs.values())
@@ -342,7 +346,8 @@ def cache_agent_release(kit: Path) -> str:
 
 def schemas_read(app: str) -> list[int]:
     """The contract versions the app's metrics page says it reads, as the roll-out's gate reads them."""
-    with urllib.request.urlopen(f"http://{SUBNET_TO}14:{APP_PORTS[app]}/metrics", timeout=5) as response:
+    address = f"{SUBNET_TO}1{driver_of(app)[-1]}"
+    with urllib.request.urlopen(f"http://{address}:{APP_PORTS[app]}/metrics", timeout=5) as response:
         page = response.read().decode()
     return list(EDGE_AGENT_FILTERS.edge_agent_schemas_read(page))
 
@@ -377,7 +382,11 @@ def test_records_deleted_before_a_time_while_the_apps_run_leave_later_windows_ex
     anomaly_alerts' baselines keep what they learned from the deleted records (README)."""
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
     apps = sorted(a["id"] for a in master_view()["activeapps"])
-    before = {unit: restarts(MASTER, unit) for unit in (APP_UNIT, "spark-app-anomaly-alerts")}
+    before = {
+        (node, unit): restarts(node, unit)
+        for node in DRIVERS
+        for unit in (APP_UNIT, "spark-app-anomaly-alerts")
+    }
     read = read_offsets(site)
     cut = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cut))
@@ -415,7 +424,7 @@ def test_records_deleted_before_a_time_while_the_apps_run_leave_later_windows_ex
             180,
         )
     assert sorted(a["id"] for a in master_view()["activeapps"]) == apps, "the apps kept running"
-    assert {unit: restarts(MASTER, unit) for unit in before} == before, "no app restarted"
+    assert {(node, unit): restarts(node, unit) for node, unit in before} == before, "no app restarted"
 
     def judged() -> tuple[Outcome, list[str]]:
         values, refused = site.readings()

@@ -49,8 +49,8 @@ from tests.e2e.harness import (
     APP,
     BROKER_HOSTS,
     BROKERS,
+    DRIVERS,
     EDGES,
-    MASTER,
     RECOVERY_S,
     SILENT_AFTER_S,
     SUBNET_TO,
@@ -60,6 +60,7 @@ from tests.e2e.harness import (
     after,
     agent_metric,
     app_ids,
+    driver_of,
     firing,
     judge,
     nemesis,
@@ -263,9 +264,10 @@ def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(sit
         a_silent_device_is_named(site, device, cut)
         # (c) while the other device sends: the driver dies after the next Kafka commit.
         (driver,) = wait_for("the app to run (it may be restarting after the outage)", one_app, 240)
-        arm(MASTER, CHECKPOINT, "spark", "after-kafka-commit")
+        node = driver_of(APP)
+        arm(node, CHECKPOINT, "spark", "after-kafka-commit")
         wait_for("the driver to come back under a new id", lambda: app_ids() and app_ids() != [driver], 240)
-        assert not armed(MASTER, CHECKPOINT, "after-kafka-commit"), "the driver's failpoint did not fire"
+        assert not armed(node, CHECKPOINT, "after-kafka-commit"), "the driver's failpoint did not fire"
         # (d) the agent dies after the first round it drains is acknowledged.
         agent_restarts = restarts(device, "edge-agent")
         arm(device, SPOOL, "edge-agent", "before-spool-commit")
@@ -315,51 +317,69 @@ def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(sit
     wait_healthy_again(site, back, "b, c, d")
 
 
-# A Pi lost for good and replaced: its re-flash, site.yml on it (about 8 minutes on the lab), then
-# its drivers' cold start, on a lab that runs everything else beside them.
-PI_LOST_FIRST_COMMIT_S = 300
+# The active drivers' Pi lost for good: the group's session (10 s, pikit_spark/leadership.py), the
+# lost drivers' executors gone from the surviving worker (4 unanswered heartbeats, 5 s apart), the
+# standby's cold start and its first batch, on a lab that runs everything else beside them.
+PI_LOST_TAKEOVER_S = 120  # issue 66: every output resumes within 120 s of the loss
+# Then the Pi replaced: its re-flash and site.yml (a broker rejoining with an empty disk among it).
+PI_REPLACED_S = 900
 
 
-def test_the_drivers_pi_lost_with_its_disk_is_replaced_and_the_apps_resume_exactly(site: Site) -> None:
-    """The Pi that runs the Spark master and both drivers dies for good: its container is removed
-    with its disk (the lab keeps no volume). Nothing the apps need was on it: their state, source
-    offsets and outputs are in Kafka. The same Pi is replaced by the re-flash path and site.yml;
-    each app's first batch then commits within PI_LOST_FIRST_COMMIT_S of site.yml's end, its batch
-    log names the new driver, and every window and alert is exact against an independent
-    recompute over the whole raw topic: no state was lost and nothing was counted twice."""
+def test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact(site: Site) -> None:
+    """The Pi that runs the apps' drivers (and a broker and a worker) dies for good: its cable is
+    cut first, so that no peer hears it go, then its container is removed with its disk (the lab
+    keeps no volume). The standby driver Pi takes each app over by itself: each app's first batch
+    after the loss commits within PI_LOST_TAKEOVER_S, written by the standby (its batch log names
+    it). The Pi is then replaced by the re-flash path and site.yml, and stands by; every window and
+    alert is exact against an independent recompute over the whole raw topic: no state was lost
+    and nothing was counted twice."""
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
     apps = ("sensor_aggregates", "anomaly_alerts")
+    lost_pi = driver_of(APP)
+    standby = next(d for d in DRIVERS if d != lost_pi)
+    moved = [app for app in apps if driver_of(app) == lost_pi]  # an app held elsewhere runs on
+    print(f"\n[pi lost] {lost_pi} runs {', '.join(moved)}; {standby} stands by")
     logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
     spec = lab.spec_from_inventory(site.inventory)
     lost = time.time()
-    lab.reflash(spec, [MASTER])
-    assert sh(MASTER, f"ls {CHECKPOINT} 2>/dev/null || true").strip() == "", "the disk came back empty"
-    out = site.playbook("site.yml", "pi-lost.log")
-    provisioned = time.time()
+    lab.lose(spec, [lost_pi])
 
     def first_commits() -> dict[str, CommittedBatch] | None:
         found = {}
         for app in apps:
             logged = [CommittedBatch.parse(v) for v in site.values(spark_batches_topic(app))]
-            later = logged[logged_before[app] :]
+            # Not a batch the lost Pi committed between the count above and the loss.
+            later = [b for b in logged[logged_before[app] :] if b.driver != lost_pi]
             if not later:
                 return None
             found[app] = later[0]
         return found
 
-    firsts = wait_for("each app's first batch after the re-flash", first_commits, PI_LOST_FIRST_COMMIT_S)
-    committed = time.time()
+    firsts = wait_for("each app's first batch by the standby", first_commits, PI_LOST_TAKEOVER_S, every=2)
+    took_over = time.time()
     print(
-        f"\n[pi lost] {MASTER} re-flashed, site.yml {provisioned - lost:.0f} s; first commits "
-        f"{committed - provisioned:.0f} s after it, output stopped {committed - lost:.0f} s in all; "
-        + ", ".join(f"{app} batch {b.batch} by {b.driver}" for app, b in firsts.items())
+        f"[pi lost] {lost_pi} lost at 0 s; the standby {standby} committed each app's first batch by "
+        f"{took_over - lost:.0f} s: "
+        + ", ".join(f"{app} batch {b.batch} at {b.timestamp - lost:.0f} s" for app, b in firsts.items())
     )
-    assert recap(out), "site.yml ran"
     for app, batch in firsts.items():
-        assert batch.driver == MASTER and batch.timestamp >= lost, (app, batch)
-    wait_for("both devices' readings after the re-flash", lambda: after(site, committed), 240)
-    judge(site, "a Pi lost with its disk, replaced")
-    wait_healthy_again(site, committed, "pi lost")
+        assert batch.driver == standby and batch.timestamp >= lost, (app, batch)
+    assert set(moved) >= {APP}
+
+    lab.up(spec)  # a blank Pi at the same address: the re-flash path
+    assert sh(lost_pi, f"ls {CHECKPOINT} 2>/dev/null || true").strip() == "", "the disk came back empty"
+    # A broker among what it ran: formatted into the running cluster, as docs/operations.md says.
+    out = site.playbook(
+        "site.yml", "pi-lost.log", "-e", json.dumps({"kafka_format_unformatted_nodes": [lost_pi]})
+    )
+    replaced = time.time()
+    print(f"[pi lost] {lost_pi} re-flashed and provisioned by site.yml in {replaced - took_over:.0f} s")
+    assert recap(out), "site.yml ran"
+    assert replaced - took_over <= PI_REPLACED_S
+    assert driver_of(APP) == standby, "the replaced Pi stands by: the apps stay where they run"
+    wait_for("both devices' readings after the replacement", lambda: after(site, replaced), 240)
+    judge(site, "the drivers' Pi lost for good, the standby took over, the Pi replaced")
+    wait_healthy_again(site, replaced, "pi lost")
 
 
 def run_nemesis(
@@ -464,15 +484,19 @@ def test_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) -> N
     other scenario and must never restart a driver that moves (unit-tested: its petting rule)."""
     unit = "spark-app-sensor-aggregates"
     wait_for("no query stalled", lambda: not stalled_queries(), 180)
-    before = restarts(MASTER, unit)
-    sh(MASTER, f"systemctl kill --signal=SIGSTOP {unit}")
+    node = driver_of(APP)
+    before = restarts(node, unit)
+    # Every driver Pi's: a standby would otherwise take the app over from the frozen one.
+    for driver in DRIVERS:
+        sh(driver, f"systemctl kill --signal=SIGSTOP {unit}")
     frozen = time.time()
     try:
         wait_for("Prometheus to fire QueryStalled", lambda: APP in stalled_queries(), 120, every=3)
         named = time.time()
-        wait_for("the watchdog to restart the driver", lambda: restarts(MASTER, unit) > before, 300)
+        wait_for("the watchdog to restart the driver", lambda: restarts(node, unit) > before, 300)
     finally:
-        sh(MASTER, f"systemctl kill --signal=SIGCONT {unit}", check=False)
+        for driver in DRIVERS:
+            sh(driver, f"systemctl kill --signal=SIGCONT {unit}", check=False)
     restarted = time.time()
     wait_for("QueryStalled to clear after the restart", lambda: APP not in stalled_queries(), 420)
     cleared = time.time()
@@ -480,7 +504,7 @@ def test_a_frozen_driver_is_named_and_restarted_by_its_watchdog(site: Site) -> N
         f"\n[i] frozen at 0 s: QueryStalled {named - frozen:.0f} s, restarted by the watchdog "
         f"{restarted - frozen:.0f} s, batching again (alert cleared) {cleared - frozen:.0f} s"
     )
-    log = sh(MASTER, f"journalctl -u {unit} --since @{int(frozen)} --no-pager", check=False)
+    log = sh(node, f"journalctl -u {unit} --since @{int(frozen)} --no-pager", check=False)
     assert "Watchdog timeout" in log, log[-3000:]
     wait_for("both devices' readings after the restart", lambda: after(site, cleared), 240)
     judge(site, "i: the driver frozen, restarted by its watchdog")

@@ -37,6 +37,7 @@ from tests.e2e.harness import (
     APP_UNIT,
     BROKER_HOSTS,
     BROKERS,
+    DRIVERS,
     EDGES,
     LAB,
     MASTER,
@@ -235,7 +236,9 @@ def test_a_stolen_device_revoked_while_it_sends_is_refused_then_restored(site: S
     with its stolen key and written through another certificate is a dead letter `revoked`;
     pikit status and certs.yml say so. Restored, its agent's spool drains and is counted."""
     device, other = EDGES
-    units = {node: restarts(node, "kafka") for node in BROKERS} | {MASTER: restarts(MASTER, APP_UNIT)}
+    units = {node: restarts(node, "kafka") for node in BROKERS} | {
+        (d, APP_UNIT): restarts(d, APP_UNIT) for d in DRIVERS
+    }
     started = time.time()
     site.playbook("edge-revoke.yml", "revoke.log", "-e", f"device={device}")
     took = time.time() - started
@@ -290,7 +293,9 @@ def test_a_stolen_device_revoked_while_it_sends_is_refused_then_restored(site: S
     gaps = [b - a for a, b in itertools.pairwise(theirs)]
     print(f"[r] {other}: {len(theirs)} records from revocation to restore, longest gap {max(gaps):.1f} s")
     assert max(gaps) < 15
-    assert units == {node: restarts(node, "kafka") for node in BROKERS} | {MASTER: restarts(MASTER, APP_UNIT)}
+    assert units == {node: restarts(node, "kafka") for node in BROKERS} | {
+        (d, APP_UNIT): restarts(d, APP_UNIT) for d in DRIVERS
+    }
     judge(site, "r: a device revoked, then restored")
     assert forged in site.readings()[1]
     wait_for("no outage alert", lambda: not outage_alerts(), 180)
@@ -454,7 +459,9 @@ _REFUSED = re.compile(
 def tls_refusals(since: int) -> list[str]:
     """TLS refusals the agents and the aggregating app logged since `since` (Unix seconds)."""
     found = []
-    for node, unit in [(d, "edge-agent") for d in EDGES] + [(MASTER, "spark-app-sensor-aggregates")]:
+    for node, unit in [(d, "edge-agent") for d in EDGES] + [
+        (d, "spark-app-sensor-aggregates") for d in DRIVERS
+    ]:
         log = sh(node, f"journalctl -u {unit} --since @{since} --no-pager", check=False)
         found += [f"{node} {unit}: {line}" for line in log.splitlines() if _REFUSED.search(line)]
     print(f"[tls] {len(found)} refusals logged since {since}")

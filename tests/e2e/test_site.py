@@ -30,6 +30,7 @@ from tests.e2e.harness import (
     APP_PORTS,
     BROKER_HOSTS,
     BROKERS,
+    DRIVERS,
     EDGES,
     MASTER,
     SUBNET_TO,
@@ -37,6 +38,7 @@ from tests.e2e.harness import (
     Site,
     agent_metric,
     contract_version,
+    driver_of,
     firing,
     judge,
     outage_alerts,
@@ -85,7 +87,7 @@ def test_every_service_serves_its_metrics(site: Site) -> None:
         assert scrape(f"http://{nodes[worker]}:8081/metrics/prometheus"), worker
 
     def backlog_known() -> bool:
-        page = scrape(f"http://{nodes[MASTER]}:9431/metrics")
+        page = scrape(f"http://{nodes[driver_of(APP)]}:9431/metrics")
         return (
             prometheus.value(page, "pikit_query_records_behind", query=APP, topic="sensor-readings")
             is not None
@@ -100,7 +102,8 @@ def test_every_endpoint_the_kit_serves_passes_promtool(site: Site) -> None:
     agents, and the kit's probes on each node exporter. The node exporter's and Spark's own series
     are theirs (node_memory_MemFree_bytes, Spark's camelCase): counted, not judged."""
     kafka = [f"{SUBNET_TO}1{n}:9404" for n in (1, 2, 3)]
-    apps = [f"{SUBNET_TO}14:{port}" for port in (9431, 9432)]
+    # Each driver Pi's page of each app: the active driver's and the standby's.
+    apps = [f"{SUBNET_TO}1{node[-1]}:{port}" for node in DRIVERS for port in (9431, 9432)]
     agents = [f"{SUBNET_TO}2{n}:9108" for n in (1, 2)]
     probes = [f"{SUBNET_TO}1{n}:9100" for n in (1, 2, 3, 4)] + [f"{SUBNET_TO}2{n}:9100" for n in (1, 2)]
     wait_for("both apps' first batches", lambda: all(scrape(f"http://{a}/metrics") for a in apps), 120)
@@ -197,11 +200,11 @@ def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
     """site.yml schedules daily_rollup on the master (spark_rollup_on_calendar). Its unit is started
     now and runs beside the last test (2-3 minutes on the lab: it waits for executors beside the
     streaming apps), which checks its outcome (the_daily_rollup_ran)."""
-    assert sh(MASTER, f"systemctl is-enabled {ROLLUP_UNIT}.timer").strip() == "enabled"
-    assert sh(MASTER, f"systemctl is-active {ROLLUP_UNIT}.timer").strip() == "active"
+    assert sh(DRIVERS[0], f"systemctl is-enabled {ROLLUP_UNIT}.timer").strip() == "enabled"
+    assert sh(DRIVERS[0], f"systemctl is-active {ROLLUP_UNIT}.timer").strip() == "active"
     wait_for("the first windows in the aggregates topic", lambda: site.values("sensor-aggregates"), 300)
     site.rollup_started = int(time.time())
-    sh(MASTER, f"systemctl start --no-block {ROLLUP_UNIT}.service")
+    sh(DRIVERS[0], f"systemctl start --no-block {ROLLUP_UNIT}.service")
 
 
 def the_daily_rollup_ran(site: Site) -> None:
@@ -211,12 +214,12 @@ def the_daily_rollup_ran(site: Site) -> None:
     assert site.rollup_started, "test_the_daily_rollup_starts_from_its_timer_unit did not run"
 
     def ended() -> str | None:
-        state = sh(MASTER, f"systemctl show -p ActiveState --value {ROLLUP_UNIT}.service").strip()
+        state = sh(DRIVERS[0], f"systemctl show -p ActiveState --value {ROLLUP_UNIT}.service").strip()
         return None if state == "activating" else state
 
     wait_for("daily_rollup's run to end", ended, 600, every=5)
-    assert sh(MASTER, f"systemctl show -p Result --value {ROLLUP_UNIT}.service").strip() == "success"
-    log = sh(MASTER, f"journalctl -u {ROLLUP_UNIT} --since @{site.rollup_started} --no-pager")
+    assert sh(DRIVERS[0], f"systemctl show -p Result --value {ROLLUP_UNIT}.service").strip() == "success"
+    log = sh(DRIVERS[0], f"journalctl -u {ROLLUP_UNIT} --since @{site.rollup_started} --no-pager")
     assert "written to sensor-daily" in log, log[-3000:]
     series: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for value in site.values("sensor-aggregates"):
@@ -290,7 +293,7 @@ def the_latest_values_are_the_newest_aggregates(site: Site) -> None:
     print(f"[end] pikit latest: {len(answered)} series, each the newest of the aggregates topic")
     # The lab asks for the mean as a gauge (spark_latest_gauges); the app holds the windows it
     # closed since it last started, which for the agents' devices includes their newest.
-    page = scrape(f"http://{SUBNET_TO}14:{APP_PORTS[APP]}/metrics", timeout=10)
+    page = scrape(f"http://{SUBNET_TO}1{driver_of(APP)[-1]}:{APP_PORTS[APP]}/metrics", timeout=10)
     gauges = {
         (x.labels["device"], x.labels["sensor"], x.labels["metric"]): x.value
         for x in page

@@ -13,7 +13,7 @@ import pytest
 from pikit_spark.batches import ensure_internal_topics
 from pikit_spark.leadership import SESSION_TIMEOUT_MS, Leadership, LeadershipLostError
 
-# A takeover: the session's end, then a rebalance (the broker's first one waits 3 s for members).
+# A takeover: the session's end, then a rebalance.
 TAKEOVER_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 15
 
 
@@ -35,7 +35,7 @@ class Driver:
         self.active.set()
         self.leadership.keep(on_lost=self.lost.set)
 
-    def settle(self, seconds: float = 6) -> None:
+    def settle(self, seconds: float = 4) -> None:
         time.sleep(seconds)
 
 

@@ -60,13 +60,14 @@ def classes(
                 "kafka_connect",
                 "spark_master",
                 "spark_worker",
+                "spark_driver",
                 "monitoring",
             ]
         },
         "connect": {"groups": ["kafka_connect"]},
         "kafka": {"groups": ["kafka_controller", "kafka_broker"]},
         "kafka_broker": {"groups": ["kafka_broker"]},
-        "spark": {"groups": ["spark_master", "spark_worker"]},
+        "spark": {"groups": ["spark_master", "spark_worker", "spark_driver"]},
         "edge": {"groups": ["edge"], "ranges": ["192.168.7.0/24"]},
         "mirror": {"ranges": mirror or []},
         "monitoring": {"groups": ["monitoring"]},
@@ -78,8 +79,10 @@ def classes(
 
 def plan(host: str, site: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     f = load()
-    sources = f.firewall_sources(classes(**kwargs), GROUPS, site)
-    rules: dict[str, Any] = f.firewall_rules(host, site, GROUPS, kit_services(), sources)
+    # The groups as the play sees them: the preflight put the master in spark_driver, which GROUPS lacks.
+    groups = {**GROUPS, "spark_driver": site["groups"]["spark_driver"]}
+    sources = f.firewall_sources(classes(**kwargs), groups, site)
+    rules: dict[str, Any] = f.firewall_rules(host, site, groups, kit_services(), sources)
     return rules
 
 

@@ -23,6 +23,7 @@ GROUPS = {
     "kafka_controller": ["pi-1"],
     "spark_master": ["pi-4"],
     "spark_worker": ["pi-1"],
+    "spark_driver": ["pi-4"],
     "edge": ["e1", "e2"],
 }
 HOSTVARS: dict[str, dict[str, Any]] = {

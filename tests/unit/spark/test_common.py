@@ -36,6 +36,7 @@ def test_the_sink_takes_the_request_bound_of_the_spark_clients(tmp_path: Path) -
         "ssl_cafile": "/ca.pem",
         "ssl_certfile": "/me.pem",
         "request_timeout_ms": 10000,
+        "reconnect_backoff_max_ms": 1000,
     }
     sink = TransactionalSink(["out"], "app", client)
     assert sink.producer_options()["request_timeout_ms"] == 10000
