@@ -119,7 +119,7 @@ class Apps:
 
     def restart(self) -> None:
         for unit, _ in APPS.values():
-            subprocess.run(["podman", "exec", self.lab.master, "systemctl", "restart", unit], check=True)
+            subprocess.run(["podman", "exec", self.lab.driver, "systemctl", "restart", unit], check=True)
 
     def event_log(self, app: str) -> list[dict[str, Any]]:
         """The newest event log of the running app (Spark 4's rolling layout, zstd-compressed)."""
@@ -184,7 +184,7 @@ def run_play(playbook: str, *extra: str) -> None:
 
 
 def driver_rss_mib(master: str, unit: str) -> float:
-    """RSS of every process of the app's unit on the master (the driver's JVM and its Python)."""
+    """RSS of every process of the app's unit on its driver Pi (the driver's JVM and its Python)."""
     # By each process's own cgroup line: the lab's nodes see the host's cgroup paths (and, on a
     # cgroup v1 host, no unit directories under /sys/fs/cgroup at all).
     script = (
@@ -404,7 +404,7 @@ def phase(
     def sample() -> None:
         while not done.wait(5):
             for app, (unit, _) in APPS.items():
-                rss[app].append(driver_rss_mib(apps.lab.master, unit))
+                rss[app].append(driver_rss_mib(apps.lab.driver, unit))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -6,7 +6,7 @@ Needs the demo's lab, converged (`make demo`). The bench:
    the Spark principal, and fills the readings one with N readings from D devices, 100
    per contract record, one reading a second per device ending now: an outage's backlog;
 2. stops the lab's streaming apps and edge agents, so nothing else competes for the CPU;
-3. per round, runs on the Spark master, with the app unit's own spark-submit line (same
+3. per round, runs on the first driver Pi, with the app unit's own spark-submit line (same
    cores, same Kafka options, same maxOffsetsPerTrigger) and `--trigger available-now`:
    - sensor_aggregates on a fresh checkpoint, writing to the bench topics;
    - the same with `--read-tasks 0`: a read task per partition instead of one per core;
@@ -130,7 +130,7 @@ def split_jvm_variant(key: str) -> tuple[str, Callable[[list[str]], list[str]] |
 
 
 STOPPED = {
-    "spark_master": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
+    "spark_driver": ["spark-app-sensor-aggregates", "spark-app-anomaly-alerts"],
     "edge": ["edge-agent"],
 }
 
@@ -159,7 +159,7 @@ class SubmitLine:
         self.spark, self.app, self.app_args = tokens[:at], tokens[at], tokens[at + 1 :]
         self.properties = self.app_args[self.app_args.index("--kafka-properties") + 1]
         self.cores = int(self.spark[self.spark.index("--total-executor-cores") + 1])
-        # <spark_data_dir>/scratch/sensor_aggregates: the driver's scratch on the master's disk.
+        # <spark_data_dir>/scratch/sensor_aggregates: the driver's scratch on its Pi's disk.
         checkpoint = self.app_args[self.app_args.index("--checkpoint-dir") + 1]
         self.work = f"{checkpoint.rstrip('/').rsplit('/', 2)[0]}/bench-catchup"
         defaults = sh(master, "cat", lab_.SPARK_DEFAULTS)
@@ -327,7 +327,7 @@ def main() -> None:
     for name in [n for n, key in CONTENDERS.items() if key not in chosen]:
         del CONTENDERS[name]
     lab = lab_.find()
-    g, client, master = lab.groups, lab.client, lab.master
+    g, client, master = lab.groups, lab.client, lab.driver
     submit = SubmitLine(master)
     admin = KafkaAdminClient(**client)
     partitions = len(admin.describe_topics([lab.topics["readings"]])[0]["partitions"])

@@ -37,12 +37,18 @@ class Lab:
     def master(self) -> str:
         return self.groups["spark_master"][0]
 
+    @property
+    def driver(self) -> str:
+        """The first Pi of spark_driver: where the apps' drivers run while it is up (a restarted
+        driver takes its app back from the standby: pikit_spark/leadership.py)."""
+        return (self.groups.get("spark_driver") or [self.master])[0]
+
     @functools.cached_property
     def spark_data(self) -> Path:
-        """spark_data_dir on the master's own disk, as this machine sees it (`podman mount`, as
-        root): the drivers' scratch checkpoints and the event logs."""
+        """spark_data_dir on the drivers' Pi's own disk, as this machine sees it (`podman mount`,
+        as root): the drivers' scratch checkpoints and the event logs."""
         mount = subprocess.run(
-            ["podman", "mount", self.master], capture_output=True, text=True, check=True
+            ["podman", "mount", self.driver], capture_output=True, text=True, check=True
         ).stdout.strip()
         return Path(mount) / "srv/pikit/spark"
 

@@ -7,7 +7,7 @@ recovery bound measures it: the short nemesis' slowest recovery is the driver ki
 Needs the demo's lab (`make demo`). The contenders take turns, their order reversed every other
 round, so that the lab's noise falls on each. One turn:
 - the contender's options (`spark.driver.extraJavaOptions` and `spark.executor.extraJavaOptions`)
-  written to the master's spark-defaults.conf, in a block of their own after the role's lines (the
+  written to the drivers' Pi's spark-defaults.conf, in a block of their own after the role's lines (the
   last of a key wins), which the run removes at its end; every contender names its JIT level, as the
   role's `spark_app_java_options` sets one; a systemd restart of the app, so that the kill below
   meets a driver that has run a while;
@@ -92,7 +92,7 @@ class Turn:
 class Restarts:
     def __init__(self, app: str, settle: float, steady: int) -> None:
         self.lab = lab_.find()
-        self.master = self.lab.master
+        self.master = self.lab.driver  # the drivers' Pi: its spark-defaults.conf and the app's unit
         self.unit = APPS[app][0]
         self.checkpoint = self.lab.spark_data / "scratch" / app
         self.settle, self.steady = settle, steady
