@@ -293,9 +293,11 @@ def main() -> None:
         out = save_picture(bootstrap, pki, topics, aggregates, alerts)
         print(f"\nPicture of the readings and aggregates: {out}/pipeline.png and {out}/index.html")
     master = site.address(masters[0]) if masters else "-"
+    drivers = ", ".join(site.address(h) for h in site.hosts("spark_driver")) or master
     print(
         f"""
-Spark master UI:     http://{master}:8080   (workers :8081, running apps :4040 and :4041 on {master})
+Spark master UI:     http://{master}:8080   (workers :8081)
+The apps' drivers:   on {drivers}: the first active, the next standing by (UIs :4040, :4041)
 Kafka:               {",".join(bootstrap)} (mTLS; client certificates under {pki})
 Log in to a node:    ssh -i {ssh_key()} {LAB_USER}@{spec.nodes[0].ip}
                      (or: podman exec -it {spec.nodes[0].name} bash)

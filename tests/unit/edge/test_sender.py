@@ -90,11 +90,12 @@ def test_the_loop_shows_life_while_it_waits_and_not_once_it_hangs(tmp_path: Path
     """What the agent's watchdog reads: a wait for an acknowledgement (the brokers away) keeps
     the loop's last turn fresh; a link that hangs inside a call lets it grow old."""
     spool = spool_of(tmp_path, 10)
-    hang = threading.Event()
+    hang, hung = threading.Event(), threading.Event()
 
     class Hanging(Link):
         def submit(self, records: list[Record]) -> list[int]:
             if hang.is_set():
+                hung.set()
                 threading.Event().wait()  # a call without a bound
             return super().submit(records)
 
@@ -107,5 +108,7 @@ def test_the_loop_shows_life_while_it_waits_and_not_once_it_hangs(tmp_path: Path
     hang.set()
     link.acknowledge = True  # the round goes, and the next submit hangs
     spool.append(10, b'{"seq":10}')
+    # Timed from the hang itself: on a loaded machine the loop took 0.23 s to get there.
+    assert hung.wait(10), "the loop reached the hanging call"
     time.sleep(0.5)
     assert time.time() - sender.last_turn >= 0.4, "a hung call is not"
