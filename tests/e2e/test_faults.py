@@ -348,8 +348,9 @@ def test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stay
         found = {}
         for app in apps:
             logged = [CommittedBatch.parse(v) for v in site.values(spark_batches_topic(app))]
-            # Not a batch the lost Pi committed between the count above and the loss.
-            later = [b for b in logged[logged_before[app] :] if b.driver != lost_pi]
+            # A batch begun after the loss, on another Pi: not one the lost Pi committed between the
+            # count above and the loss, nor one an app held elsewhere had under way when it came.
+            later = [b for b in logged[logged_before[app] :] if b.driver != lost_pi and b.timestamp >= lost]
             if not later:
                 return None
             found[app] = later[0]
