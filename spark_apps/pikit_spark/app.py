@@ -102,8 +102,9 @@ class StreamingApp:
             return {**client, "bootstrap_servers": bootstrap_servers(client)}
 
         def topics() -> list[int]:
-            found = readings_partitions(args.readings_topic, reachable())
-            ensure_internal_topics(instance, len(found), reachable())
+            reached = reachable()
+            found = readings_partitions(args.readings_topic, reached)
+            ensure_internal_topics(instance, len(found), reached)
             return found
 
         partitions = sink.with_retries("the app's topics", topics)

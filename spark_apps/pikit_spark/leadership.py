@@ -146,9 +146,6 @@ class Leadership:
         self._lost = threading.Event()
         self._closed = False
 
-    def holds(self) -> bool:
-        return self._held and not self._lost.is_set()
-
     def _poll(self) -> None:
         if self._closed:
             raise LeadershipLostError(f"{self.topic}: closed")
@@ -158,17 +155,22 @@ class Leadership:
             self._lost.set()
         self._held = holds
 
+    def _turn(self) -> None:
+        """One poll; with the brokers away, a warning and a pause (the group's own timeouts decide).
+        LeadershipLostError once closed."""
+        try:
+            self._poll()
+        except LeadershipLostError:
+            raise
+        except Exception as exc:
+            LOG.warning("%s: %s", self.topic, exc)
+            time.sleep(POLL_S)
+
     def wait(self, alive: Callable[[], None]) -> None:
         """Stand by until this driver holds the partition, calling `alive()` at every turn."""
         LOG.info("%s: standing by", self.topic)
         while not self._held:
-            try:
-                self._poll()
-            except LeadershipLostError:
-                raise  # closed
-            except Exception as exc:  # the brokers away: stand by until they answer
-                LOG.warning("%s: %s", self.topic, exc)
-                time.sleep(POLL_S)
+            self._turn()
             alive()
         LOG.info("%s: this driver is the app's active one now", self.topic)
 
@@ -179,12 +181,9 @@ class Leadership:
         def run() -> None:
             while not self._lost.is_set():
                 try:
-                    self._poll()
+                    self._turn()
                 except LeadershipLostError:
                     return  # closed
-                except Exception as exc:  # the brokers away: the group's own timeouts decide
-                    LOG.warning("%s: %s", self.topic, exc)
-                    time.sleep(POLL_S)
             LOG.error("%s: another driver holds the app now; this one stops", self.topic)
             (on_lost or _exit_lost)()
 
