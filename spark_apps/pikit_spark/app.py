@@ -36,6 +36,7 @@ from pikit_spark.common import (
 )
 from pikit_spark.leadership import Leadership
 from pikit_spark.metrics import AppMetrics
+from pikit_spark.predecessors import evict_in_background
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
 from pikit_spark.state import Tables
@@ -139,7 +140,9 @@ class StreamingApp:
             args.readings_topic,
             starting,
         )
-        spark = session(name, args.shuffle_partitions)
+        # Named for its Kafka identity: the master tells one copy of an app from another by it.
+        spark = session(instance, args.shuffle_partitions)
+        evict_in_background(spark, instance)
         log_progress(spark)
         spark.streams.addListener(metrics)
         return cls(
