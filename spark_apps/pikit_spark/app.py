@@ -36,9 +36,9 @@ from pikit_spark.common import (
 )
 from pikit_spark.leadership import Leadership
 from pikit_spark.metrics import AppMetrics
-from pikit_spark.predecessors import evict_in_background
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
+from pikit_spark.standalone_master import settle_with_master
 from pikit_spark.state import Tables
 
 # How often a running app looks at its keyring file: a revoked device's forgeries are counted
@@ -142,7 +142,7 @@ class StreamingApp:
         )
         # Named for its Kafka identity: the master tells one copy of an app from another by it.
         spark = session(instance, args.shuffle_partitions)
-        evict_in_background(spark, instance)
+        settle_with_master(spark, instance)
         log_progress(spark)
         spark.streams.addListener(metrics)
         return cls(

@@ -38,6 +38,8 @@ ORDER = (
     "test_one_broker_down_then_every_broker_killed_90_s_mid_commit_heals_within_a_minute",
     "test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing",
     "test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact",
+    "test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_stay_exact",
+    "test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_replacement",
     "test_a_short_seeded_nemesis_heals_each_fault_within_its_bound",
     "test_a_long_seeded_nemesis_heals_each_fault_within_its_bound",
     "test_a_device_flooding_at_20_times_its_quota_is_held_to_it",

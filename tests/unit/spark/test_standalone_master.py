@@ -1,11 +1,13 @@
-"""A new active driver unregisters the applications its predecessors left at the master
-(pikit_spark/predecessors.py): which ones, and when it stops looking."""
+"""What a driver settles with the standalone master (pikit_spark/standalone_master.py): the
+applications its predecessors left there, unregistered (which ones, and when it stops looking),
+and its own registration watched (when a master has forgotten it, and when it only seems to)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from pikit_spark.predecessors import evict, master_pages, predecessors
+from pikit_spark.standalone_master import evict, master_pages, predecessors, watch
 
 
 def app(app_id: str, name: str) -> dict[str, str]:
@@ -78,3 +80,40 @@ def test_a_master_that_does_not_answer_is_given_up_on_in_time() -> None:
         raise OSError("connection refused")
 
     assert evict("sensor_aggregates", "app-2", ["page"], lambda _: None, away, look_for=0.2, every=0.05) == []
+
+
+def alive(*ids: str) -> dict[str, Any]:
+    return {"status": "ALIVE", "activeapps": [app(i, "sensor_aggregates") for i in ids]}
+
+
+def watched(*states: dict[str, Any] | Exception, after: int = 3) -> int:
+    """How many looks the watch took before it called the app forgotten (0: it never did)."""
+    looks = iter(states)
+    taken = 0
+    forgotten: list[int] = []
+
+    def read(page: str) -> dict[str, Any]:
+        nonlocal taken
+        taken += 1
+        state = next(looks, None)
+        if state is None:
+            raise StopIteration
+        if isinstance(state, Exception):
+            raise state
+        return state
+
+    with contextlib.suppress(StopIteration):
+        watch("app-2", ["page"], lambda: forgotten.append(taken), read, every=0, after=after)
+    return forgotten[0] if forgotten else 0
+
+
+def test_a_master_that_forgot_the_application_ends_the_driver_after_three_looks() -> None:
+    # Re-flashed: it answers, alive, with none of the apps it had.
+    assert watched(alive("app-2"), alive(), alive(), alive(), alive()) == 4
+
+
+def test_a_master_away_in_recovery_or_listing_it_again_says_nothing() -> None:
+    recovering = {"status": "RECOVERING", "activeapps": []}
+    away = OSError("connection refused")
+    assert watched(alive(), alive(), away, alive(), recovering, alive("app-2"), alive(), alive()) == 0
+    assert watched(*[away] * 10, recovering, recovering) == 0
