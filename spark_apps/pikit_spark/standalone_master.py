@@ -51,14 +51,14 @@ MASTER_ENDPOINT = "Master"  # org.apache.spark.deploy.master.Master.ENDPOINT_NAM
 
 
 def predecessors(master_state: dict[str, Any], name: str, mine: str) -> list[str]:
-    """The ids of the master's applications named `name` other than `mine`, running or waiting."""
-    apps = [*master_state.get("activeapps", []), *master_state.get("waitingapps", [])]
+    """The ids of the master's applications named `name` other than `mine`."""
+    apps = master_state.get("activeapps", [])  # the page lists waiting applications here too
     return sorted({app["id"] for app in apps if app.get("name") == name and app.get("id") != mine})
 
 
 def listed(master_state: dict[str, Any]) -> set[str]:
-    """The ids of the master's applications, running or waiting."""
-    return {app["id"] for app in [*master_state.get("activeapps", []), *master_state.get("waitingapps", [])]}
+    """The ids of the master's applications."""
+    return {app["id"] for app in master_state.get("activeapps", [])}
 
 
 def master_pages(master_url: str, ui_port: int) -> list[str]:

@@ -449,10 +449,16 @@ def test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_st
     pauses = longest_pause(site, tuple(firsts), lost, replaced)
     print(f"[standby lost] the longest pause without a commit, the loss to the replacement: {pauses}")
     assert max(pauses.values()) <= PI_LOST_TAKEOVER_S, f"an app went without a commit too long: {pauses}"
+    whole_again(site, replaced, "standby lost", "the standby's Pi lost for good, the apps kept their drivers")
+
+
+def whole_again(site: Site, replaced: float, scenario: str, judged: str) -> None:
+    """After a lost Pi's replacement: readings flow, every window and alert is exact, the site is
+    healthy, and the next site.yml changes nothing."""
     wait_for("both devices' readings after the replacement", lambda: after(site, replaced), 240)
-    judge(site, "the standby's Pi lost for good, the apps kept their drivers, the Pi replaced")
-    wait_healthy_again(site, replaced, "standby lost")
-    second = recap(site.playbook("site.yml", "standby-lost-2.log"))
+    judge(site, judged)
+    wait_healthy_again(site, replaced, scenario)
+    second = recap(site.playbook("site.yml", f"{scenario.replace(' ', '-')}-2.log"))
     assert second == dict.fromkeys(site.first_recap, 0), f"the next site.yml changed something: {second}"
 
 
@@ -495,11 +501,7 @@ def test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_repl
     )
     assert max(during.values()) <= RECOVERY_S, f"the apps paused while the master was away: {during}"
     assert max(pauses.values()) <= PI_LOST_TAKEOVER_S, f"an app went without a commit too long: {pauses}"
-    wait_for("both devices' readings after the replacement", lambda: after(site, replaced), 240)
-    judge(site, "the master's Pi lost for good, then replaced")
-    wait_healthy_again(site, replaced, "master lost")
-    second = recap(site.playbook("site.yml", "master-lost-2.log"))
-    assert second == dict.fromkeys(site.first_recap, 0), f"the next site.yml changed something: {second}"
+    whole_again(site, replaced, "master lost", "the master's Pi lost for good, then replaced")
 
 
 def app_ids_by_name(apps: tuple[str, ...]) -> dict[str, str]:

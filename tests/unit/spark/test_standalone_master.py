@@ -17,11 +17,11 @@ def app(app_id: str, name: str) -> dict[str, str]:
 def test_only_other_applications_of_the_same_name_are_predecessors() -> None:
     state = {
         "activeapps": [
+            app("app-0", "sensor_aggregates"),
             app("app-1", "sensor_aggregates"),
             app("app-2", "anomaly_alerts"),
             app("app-3", "sensor_aggregates"),
         ],
-        "waitingapps": [app("app-0", "sensor_aggregates")],
     }
     assert predecessors(state, "sensor_aggregates", mine="app-3") == ["app-0", "app-1"]
     assert predecessors(state, "anomaly_alerts", mine="app-2") == []
