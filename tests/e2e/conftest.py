@@ -5,19 +5,17 @@ run prints, and the lab is gone by the time anyone reads it."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
 from collections.abc import Generator, Iterator
-from pathlib import Path
 
 import pytest
 from pikit_dev import lab
 from pikit_testkit.nemesis import SiteNodes, apps_journal
 
 from pikit import REPO
-from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site
+from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site, done_alone
 
 # The streaming apps the e2e lab runs (tests/e2e/test_site.py).
 APPS = ("sensor_aggregates", "anomaly_alerts")
@@ -26,6 +24,9 @@ TAIL = 40
 # (the converge first, the whole output and a second site.yml near the end, records deleted last).
 ORDER = (
     "test_site_converges",
+    # Second, while the suite has the machine to itself (make test's molecule lane waits for its
+    # takeover to be measured: harness.done_alone).
+    "test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact",
     "test_every_unit_the_kit_writes_is_sandboxed_to_the_bar",
     "test_the_firewall_drops_a_stranger_and_lets_the_cluster_through",
     "test_the_spark_master_refuses_an_unauthenticated_kill",
@@ -37,7 +38,6 @@ ORDER = (
     "test_a_stolen_device_revoked_while_it_sends_is_refused_then_restored",
     "test_one_broker_down_then_every_broker_killed_90_s_mid_commit_heals_within_a_minute",
     "test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing",
-    "test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact",
     "test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_stay_exact",
     "test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_replacement",
     "test_a_short_seeded_nemesis_heals_each_fault_within_its_bound",
@@ -55,6 +55,9 @@ ORDER = (
     "test_the_whole_output_after_the_agents_stop",
     "test_records_deleted_before_a_time_while_the_apps_run_leave_later_windows_exact",
 )
+
+# The last scenario that make test runs with the machine to itself (harness.done_alone).
+ALONE_UNTIL = ORDER[1]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -77,21 +80,13 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         item.stash[FAILED] = report.failed
-        if item.originalname == ORDER[0]:  # type: ignore[attr-defined]
-            say_converged()
+        if item.originalname == ALONE_UNTIL:  # type: ignore[attr-defined]
+            done_alone()  # it says so itself once its takeover is measured; this, whatever happened
     return report
 
 
-def say_converged() -> None:
-    """Touch PIKIT_E2E_CONVERGED, where make test's molecule lane waits for it: the converge and a
-    molecule scenario beside it each took four times as long as alone (docs/testing.md)."""
-    if path := os.environ.get("PIKIT_E2E_CONVERGED"):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).touch()
-
-
 def pytest_sessionfinish() -> None:
-    say_converged()  # a suite that ended before its converge holds no one up
+    done_alone()  # a suite that ended early holds no one up
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import time
@@ -49,6 +50,7 @@ from pikit_testkit.pipeline_model import (
 from tests.e2e.harness import (
     _LAB_VARS,
     APP,
+    APP_UNIT,
     BROKER_HOSTS,
     BROKERS,
     DRIVERS,
@@ -63,6 +65,7 @@ from tests.e2e.harness import (
     after,
     agent_metric,
     app_ids,
+    done_alone,
     driver_of,
     firing,
     judge,
@@ -329,6 +332,7 @@ PI_LOST_TAKEOVER_S = 120  # issue 66: every output resumes within 120 s of the l
 PI_LOST_WATCHED_S = PI_LOST_TAKEOVER_S + 60
 # Then the Pi replaced: its re-flash and site.yml (a broker rejoining with an empty disk among it).
 PI_REPLACED_S = 900
+TRIGGER_S = 10  # the apps' trigger (pikit_spark.common, --trigger): the loss lands anywhere in one
 
 
 def first_batches_written_after(
@@ -351,6 +355,34 @@ def first_batches_written_after(
             return None
         found[app] = later[0]
     return found
+
+
+# What a driver logs on its way from standing by to its first commit (spark_apps/pikit_spark), as
+# (step, pattern in its journal).
+TAKEOVER_STEPS = (
+    ("won", "this driver is the app's active one now"),
+    ("state", "state rows from"),
+    ("spark", "Connected to Spark cluster with app ID"),
+    ("evicted", "an earlier driver's application, at the master"),
+    ("query", "query .* started"),
+    ("commit", "batch [0-9]+: committed"),
+)
+APP_UNITS = {"sensor_aggregates": APP_UNIT, "anomaly_alerts": "spark-app-anomaly-alerts"}
+
+
+def takeover_steps(node: str, since: float) -> str:
+    """When each app's driver on `node` first logged each of TAKEOVER_STEPS after `since`, in s
+    from it: where a slow takeover spent its time, in the run's own output."""
+    found = []
+    for app, unit in APP_UNITS.items():
+        journal = sh(node, f"journalctl -u {unit} --since @{since:.0f} -o short-unix --no-pager", check=False)
+        steps = []
+        for step, pattern in TAKEOVER_STEPS:
+            line = next((line for line in journal.splitlines() if re.search(pattern, line)), None)
+            if line:
+                steps.append(f"{step} {float(line.split()[0]) - since:.0f}")
+        found.append(f"{app} {', '.join(steps) or 'nothing logged'}")
+    return "; ".join(found)
 
 
 def replace_lost_pi(site: Site, spec: lab.LabSpec, pi: str) -> float:
@@ -378,6 +410,12 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     apps = ("sensor_aggregates", "anomaly_alerts")
     logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
     spec = lab.spec_from_inventory(site.inventory)
+    # At a seeded moment of the apps' trigger: before, inside or after a batch's commit.
+    chosen = os.environ.get("PIKIT_PI_LOST_SEED")
+    seed = int(chosen) if chosen else random.SystemRandom().randrange(1 << 32)
+    delay = random.Random(seed).uniform(0, TRIGGER_S)
+    print(f"[{scenario}] seed {seed} (PIKIT_PI_LOST_SEED={seed} replays it): the loss {delay:.1f} s on")
+    time.sleep(delay)
     lost = time.time()
     lab.lose(spec, [lost_pi])
     try:
@@ -388,6 +426,10 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
             every=2,
         )
     finally:
+        done_alone()
+        for node in DRIVERS:
+            if node != lost_pi:
+                print(f"[{scenario}] on {node}, from the loss: {takeover_steps(node, lost)}")
         replaced_in = replace_lost_pi(site, spec, lost_pi)
     print(
         f"[{scenario}] {lost_pi} lost at 0 s; each app's first batch: "
