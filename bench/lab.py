@@ -16,6 +16,7 @@ from pikit_dev.lab_image import lab_home
 
 from pikit import REPO
 from pikit.site import Site
+from pikit.site_model import driver_pis
 from pikit.topic import mtls_client
 
 INVENTORY = REPO / "inventory/lab"
@@ -41,7 +42,7 @@ class Lab:
     def driver(self) -> str:
         """The first Pi of spark_driver: where the apps' drivers run while it is up (a restarted
         driver takes its app back from the standby: pikit_spark/leadership.py)."""
-        return (self.groups.get("spark_driver") or [self.master])[0]
+        return driver_pis(self.groups)[0]
 
     @functools.cached_property
     def spark_data(self) -> Path:

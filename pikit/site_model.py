@@ -47,6 +47,14 @@ class SiteModelError(ValueError):
     """A declared endpoint is not a port, or the model lacks what a consumer asks of it."""
 
 
+def driver_pis(groups: Mapping[str, Iterable[str]]) -> list[str]:
+    """The Pis that run the streaming apps' drivers, first-ranked first: the inventory's
+    spark_driver, else the master's Pi. The preflight (roles/pikit/tasks/preflight.yml) puts the
+    master in spark_driver where the inventory names none; the controller's tools, which read the
+    inventory, follow the same rule here."""
+    return list(groups.get("spark_driver") or groups.get("spark_master") or [])
+
+
 def address(host: str, hostvars: Mapping[str, Any]) -> str:
     """The address the other nodes reach `host` at: its `node_ip`, else its `ansible_host`, else
     its name. The kit's one rule for it."""

@@ -38,6 +38,7 @@ from pikit.connect import kafka_connectors, mirror_lag
 from pikit.kafka_admin import kafka_admin
 from pikit.prometheus import scrape, values
 from pikit.site import Site, listening_brokers
+from pikit.site_model import driver_pis
 from pikit.topic import mtls_client
 
 CERT_WARN_DAYS = 21
@@ -289,7 +290,7 @@ def spark_parts(site: Site, nodes: list[Part] | None = None) -> list[Part]:
 def _active_driver(part: Part, site: Site, port: int) -> str | None:
     """The driver Pi that holds the app (pikit_app_active 1), among those of spark_driver (the
     master's Pi where the inventory names none); the others stand by."""
-    drivers = site.hosts("spark_driver") or site.hosts("spark_master")[:1]
+    drivers = driver_pis(site.groups)
     silent, standing = [], []
     for host in drivers:
         url = f"http://{site.address(host)}:{port}/metrics"

@@ -33,6 +33,7 @@ from pathlib import Path
 from pikit_contract.failpoints import SINK_BEFORE_COMMIT, SINK_POINTS
 
 from pikit import REPO
+from pikit.site_model import driver_pis
 
 BROKERS_KILLED = "brokers-killed"
 BROKER_FROZEN = "broker-frozen"
@@ -112,12 +113,12 @@ class SiteNodes:
     edges: tuple[str, ...]
     apps: tuple[str, ...]  # the first one's sink is where the commit faults land
     addresses: dict[str, str] = field(default_factory=dict)
-    # The apps' driver Pis (spark_driver; the master's where the inventory names none): one holds
-    # each app, the others stand by (spark_apps/pikit_spark/leadership.py).
+    # The apps' driver Pis (pikit.site_model.driver_pis): one holds each app, the others stand by
+    # (spark_apps/pikit_spark/leadership.py).
     drivers: tuple[str, ...] = ()
 
     def driver_nodes(self) -> tuple[str, ...]:
-        return self.drivers or (self.master,)
+        return self.drivers
 
     def driver_of(self, app: str) -> str:
         """The node whose driver of `app` committed last: the active one (a standby commits nothing)."""
@@ -153,7 +154,8 @@ class SiteNodes:
             edges=group("edge"),
             apps=apps,
             addresses={h: v["ansible_host"] for h, v in hostvars.items()},
-            drivers=tuple(data.get("spark_driver", {}).get("hosts", [])),
+            # Ranked as the inventory lists them, not sorted.
+            drivers=tuple(driver_pis({name: listing.get("hosts", []) for name, listing in data.items()})),
         )
 
 

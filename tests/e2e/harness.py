@@ -205,9 +205,14 @@ def restarts(node: str, unit: str) -> int:
     return int(sh(node, f"systemctl show -p NRestarts --value {unit}").strip())
 
 
-def app_ids() -> list[str]:
+def master_apps() -> list[dict[str, Any]]:
+    """The master's active applications, running or waiting (its page's activeapps)."""
     with urllib.request.urlopen(f"http://{SUBNET_TO}14:8080/json/", timeout=10) as response:
-        return [a["id"] for a in json.load(response).get("activeapps", []) if a["name"] == APP]
+        return list(json.load(response).get("activeapps", []))
+
+
+def app_ids(app: str = APP) -> list[str]:
+    return [a["id"] for a in master_apps() if a["name"] == app]
 
 
 def one_app() -> list[str] | None:

@@ -69,6 +69,7 @@ from tests.e2e.harness import (
     driver_of,
     firing,
     judge,
+    master_apps,
     nemesis,
     one_app,
     outage_alerts,
@@ -547,9 +548,8 @@ def test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_repl
 
 
 def app_ids_by_name(apps: tuple[str, ...]) -> dict[str, str]:
-    """The master's running applications among `apps`, by name."""
-    with urllib.request.urlopen(f"http://{SUBNET_TO}14:8080/json/", timeout=10) as response:
-        return {a["name"]: a["id"] for a in json.load(response).get("activeapps", []) if a["name"] in apps}
+    """The master's applications among `apps`, by name."""
+    return {a["name"]: a["id"] for a in master_apps() if a["name"] in apps}
 
 
 def run_nemesis(

@@ -31,6 +31,7 @@ SITE = SiteNodes(
     master="pi-4",
     edges=("edge-1", "edge-2"),
     apps=("sensor_aggregates", "anomaly_alerts"),
+    drivers=("pi-4",),
 )
 
 

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from pikit.site_model import SiteModelError, endpoints, service_endpoints, service_ports, site_model
+from pikit.site_model import (
+    SiteModelError,
+    driver_pis,
+    endpoints,
+    service_endpoints,
+    service_ports,
+    site_model,
+)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +104,10 @@ def test_a_service_no_role_told_names_the_roles_that_did_not_tell() -> None:
         service_ports(model, "node-exporter", "e1")
     with pytest.raises(SiteModelError, match="host pi-9 is not in the site model"):
         service_ports(model, "ssh", "pi-9")
+
+
+def test_the_drivers_are_spark_driver_in_its_order_else_the_masters_pi() -> None:
+    ranked = {"spark_driver": ["pi-3", "pi-2"], "spark_master": ["pi-4"]}
+    assert driver_pis(ranked) == ["pi-3", "pi-2"]
+    assert driver_pis({"spark_driver": [], "spark_master": ["pi-4"]}) == ["pi-4"]
+    assert driver_pis({"kafka_broker": ["pi-1"]}) == []
