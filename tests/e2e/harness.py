@@ -30,6 +30,7 @@ from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
     Nemesis,
+    PiLifecycle,
     SiteNodes,
 )
 from pikit_testkit.pipeline_model import (
@@ -362,9 +363,9 @@ def read_ends(site: Site, *, beginning: bool = False) -> dict[int, int]:
 
 
 @functools.cache  # one inventory read per lab, not one per poll of a wait
-def nemesis(site: Site) -> Nemesis:
+def nemesis(site: Site, pis: PiLifecycle | None = None) -> Nemesis:
     site_nodes = SiteNodes.from_inventory(site.inventory, (APP, "anomaly_alerts"))
-    return Nemesis(site_nodes, bound=STALL_S, journals=site.logs, slow=RECOVERY_S)
+    return Nemesis(site_nodes, bound=STALL_S, journals=site.logs, slow=RECOVERY_S, pis=pis)
 
 
 APP_PORTS = {"sensor_aggregates": 9431, "anomaly_alerts": 9432}  # their metrics_port

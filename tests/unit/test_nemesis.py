@@ -3,6 +3,7 @@ schedule, a long one holds every kind, and each fault's targets and length fit i
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,46 @@ def test_a_schedule_of_chosen_kinds_draws_only_those() -> None:
     faults = schedule(7, 6, SITE, kinds=kinds, always=())
     assert {fault.kind for fault in faults} == set(kinds)
     assert all(fault.targets == (SITE.master,) for fault in faults)
+
+
+def test_a_pi_lost_for_good_is_any_pi_of_the_cluster_never_a_device() -> None:
+    lost = [
+        f for f in schedule(5, 300, SITE, kinds=(nemesis.PI_LOST,), always=()) if f.kind == nemesis.PI_LOST
+    ]
+    assert {f.targets for f in lost} == {("pi-1",), ("pi-2",), ("pi-3",), ("pi-4",)}
+    assert all(f.seconds == 0 for f in lost), "nothing brings it back but its replacement"
+    assert nemesis.RECOVERY_BOUNDS[nemesis.PI_LOST] == 120, "issue 66: every output within 120 s"
+
+
+def test_a_pi_lost_is_refused_without_a_lab_that_replaces_it_and_left_out_of_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(ValueError, match="re-flashes"):
+        nemesis.Nemesis(SITE).inflict(Fault(nemesis.PI_LOST, ("pi-2",), 0, 5))
+    with pytest.raises(SystemExit):
+        nemesis.main(["--kinds", nemesis.PI_LOST])
+    assert "unknown kinds ['pi-lost']" in capsys.readouterr().err
+
+
+def test_a_pi_lost_recovers_twice_and_its_worst_pause_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lost, the site flows again without it (the takeover); replaced, it flows again after the
+    replacement; the fault's recovery is the longest of those and of any pause until the
+    replacement has settled (drivers registering anew with a new master)."""
+    done: list[str] = []
+    clock = itertools.count(1000, 10)
+    monkeypatch.setattr("pikit_testkit.nemesis.time.time", lambda: float(next(clock)))
+    monkeypatch.setattr("pikit_testkit.nemesis.time.sleep", lambda seconds: None)
+    pis = nemesis.PiLifecycle(
+        lose=lambda pi: done.append(f"lost {pi}"), replace=lambda pi: done.append(f"new {pi}")
+    )
+    lines: list[str] = []
+    chaos = nemesis.Nemesis(SITE, log=lines.append, pis=pis)
+    recoveries = iter([0.0, 55.0, 20.0])  # before the schedule, after the loss, after the replacement
+    monkeypatch.setattr(chaos, "wait_recovered", lambda since: since + next(recoveries))
+    monkeypatch.setattr(
+        chaos, "longest_pause", lambda start, end: {"sensor_aggregates": 84.0, "anomaly_alerts": 30.0}
+    )
+    (recovery,) = chaos.run([Fault(nemesis.PI_LOST, ("pi-4",), 0, 0)])
+    assert done == ["lost pi-4", "new pi-4"]
+    assert recovery.seconds == 84.0, "the longest pause since the loss, past the takeover's 55 s"
+    assert any("pi-4 replaced" in line and "sensor_aggregates 84s" in line for line in lines)
