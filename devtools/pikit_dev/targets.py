@@ -144,7 +144,7 @@ def _progress(name: str, *argv: str) -> Step:
 
 
 # Touched by the end-to-end suite once the scenarios it runs alone have ended (tests/e2e/harness.py,
-# done_alone): its converge, and the drivers' Pi lost and taken over.
+# done_alone): its converge, and the drivers' Pi lost, taken over and replaced.
 E2E_ALONE_DONE = lab_home() / "e2e-alone-done"
 ALONE_WAIT_S = 1800.0
 
@@ -235,10 +235,10 @@ def test_phases() -> list[Phase | Beside]:
     molecule = [
         (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
     ]
-    # After the end-to-end converge and the drivers' Pi lost, beside the suite's other faults, whose
-    # waits leave a core idle: beside the converge, molecule edge_agent/default and the converge each
-    # took four times as long as alone (890 s against 191 s); beside a molecule converge, the
-    # standby's takeover took 138 s (50-70 s alone). The heaviest first, the light scenarios last.
+    # After the end-to-end converge and the drivers' Pi lost and replaced, beside the suite's other
+    # faults, whose waits leave a core idle: beside the converge, molecule edge_agent/default and the
+    # converge each took four times as long as alone (890 s against 191 s); beside molecule's lane,
+    # the standby's takeover took 138 s (50-70 s alone). The heaviest first, the light ones last.
     molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
     molecule.insert(0, ("wait for the end-to-end converge and takeover", _after_e2e_alone))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,

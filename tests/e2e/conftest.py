@@ -25,7 +25,7 @@ TAIL = 40
 ORDER = (
     "test_site_converges",
     # Second, while the suite has the machine to itself (make test's molecule lane waits for its
-    # takeover to be measured: harness.done_alone).
+    # takeover and replacement: harness.done_alone).
     "test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact",
     "test_every_unit_the_kit_writes_is_sandboxed_to_the_bar",
     "test_the_firewall_drops_a_stranger_and_lets_the_cluster_through",

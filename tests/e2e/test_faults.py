@@ -431,11 +431,13 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
             every=TRIGGER_S,
         )
     finally:
-        done_alone()
         for node in DRIVERS:
             if node != lost_pi:
                 print(f"[{scenario}] on {node}, from the loss: {takeover_steps(node, lost)}")
-        replaced_in = replace_lost_pi(site, spec, lost_pi)
+        try:
+            replaced_in = replace_lost_pi(site, spec, lost_pi)
+        finally:
+            done_alone()
     print(
         f"[{scenario}] {lost_pi} lost at 0 s; each app's first batch: "
         + ", ".join(
