@@ -391,9 +391,13 @@ class Nemesis:
             done.append(Recovery(fault, ended, took, pauses))
             if took > self.slow:
                 self.keep_journals(number, started, ended + took)
+            recovered = (
+                f"the longest of its takeover, the flow after its replacement and its pauses {took:.0f}s"
+                if fault.kind == PI_LOST
+                else f"recovered {took:.0f}s after its end ({self.last_to_flow} last)"
+            )
             self.log(
-                f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, "
-                f"recovered {took:.0f}s after its end ({self.last_to_flow} last)"
+                f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, {recovered}"
                 + (f"; longest pause meanwhile {_seconds(pauses)}" if pauses else "")
             )
         return done
