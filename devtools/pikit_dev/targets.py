@@ -154,7 +154,7 @@ def _after_e2e_alone(tail: list[str]) -> int:
     deadline = time.monotonic() + ALONE_WAIT_S
     while not E2E_ALONE_DONE.exists():
         if time.monotonic() > deadline:
-            tail.append(f"the end-to-end suite's converge and takeover not done in {ALONE_WAIT_S:.0f}s")
+            tail.append(f"the end-to-end converge, takeover and replacement not done in {ALONE_WAIT_S:.0f}s")
             return 1
         time.sleep(2)
     return 0
@@ -240,7 +240,7 @@ def test_phases() -> list[Phase | Beside]:
     # converge each took four times as long as alone (890 s against 191 s); beside molecule's lane,
     # the standby's takeover took 138 s (50-70 s alone). The heaviest first, the light ones last.
     molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
-    molecule.insert(0, ("wait for the end-to-end converge and takeover", _after_e2e_alone))
+    molecule.insert(0, ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.
     image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]

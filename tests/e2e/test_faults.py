@@ -360,6 +360,12 @@ def first_batches_written_after(
     return found
 
 
+def seed_from(variable: str, given: int | None = None) -> int:
+    """The seed in the environment's `variable` (a replay), else `given`, else a new one."""
+    chosen = os.environ.get(variable)
+    return int(chosen) if chosen else given if given is not None else random.SystemRandom().randrange(1 << 32)
+
+
 # What a driver logs on its way from standing by to its first commit (spark_apps/pikit_spark), as
 # (step, pattern in its journal).
 TAKEOVER_STEPS = (
@@ -414,8 +420,7 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
     spec = lab.spec_from_inventory(site.inventory)
     # At a seeded moment of the apps' trigger: before, inside or after a batch's commit.
-    chosen = os.environ.get("PIKIT_PI_LOST_SEED")
-    seed = int(chosen) if chosen else random.SystemRandom().randrange(1 << 32)
+    seed = seed_from("PIKIT_PI_LOST_SEED")
     delay = random.Random(seed).uniform(0, TRIGGER_S)
     print(f"[{scenario}] seed {seed} (PIKIT_PI_LOST_SEED={seed} replays it): the loss {delay:.1f} s on")
     time.sleep(delay)
@@ -571,8 +576,7 @@ def run_nemesis(
     a random seed); after each, the site flows again by itself within its kind's bound
     (nemesis.RECOVERY_BOUNDS: 60 s, or 120 s where a driver or an executor starts cold); after all,
     every window is exact."""
-    chosen = os.environ.get("PIKIT_NEMESIS_SEED")
-    seed = int(chosen) if chosen else seed if seed is not None else random.SystemRandom().randrange(1 << 32)
+    seed = seed_from("PIKIT_NEMESIS_SEED", seed)
     spec = lab.spec_from_inventory(site.inventory)
     pis = PiLifecycle(
         lose=lambda pi: lab.lose(spec, [pi]), replace=lambda pi: replace_lost_pi(site, spec, pi)
