@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -615,6 +615,15 @@ def scoreboard(recoveries: list[Recovery]) -> str:
     return "\n".join(rows)
 
 
+def chosen_kinds(text: str, allowed: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The kinds `text` names (comma-separated), and those of ALWAYS among them, which each run
+    draws at least once; a kind not in `allowed` is a ValueError that names the allowed ones."""
+    kinds = tuple(text.split(","))
+    if unknown := set(kinds) - set(allowed):
+        raise ValueError(f"unknown kinds {sorted(unknown)}; the kinds here are {', '.join(allowed)}")
+    return kinds, tuple(kind for kind in ALWAYS if kind in kinds)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m pikit_testkit.nemesis", description=__doc__.split("\n\n")[0]
@@ -629,11 +638,11 @@ def main(argv: list[str] | None = None) -> None:
     here = tuple(kind for kind in KINDS if kind != PI_LOST)
     parser.add_argument("--kinds", default=",".join(here), help="the kinds to draw from, comma-separated")
     args = parser.parse_args(argv)
-    kinds = tuple(args.kinds.split(","))
-    if unknown := set(kinds) - set(here):
-        parser.error(f"unknown kinds {sorted(unknown)}; the kinds here are {', '.join(here)}")
+    try:
+        kinds, always = chosen_kinds(args.kinds, here)
+    except ValueError as error:
+        parser.error(str(error))
     site = SiteNodes.from_inventory(args.inventory, tuple(args.apps.split(",")))
-    always = tuple(kind for kind in ALWAYS if kind in kinds)
     faults = schedule(args.seed, args.faults, site, longest=args.longest, kinds=kinds, always=always)
     print(f"[nemesis] seed {args.seed}: {len(faults)} faults", flush=True)
     for fault in faults:

@@ -39,6 +39,7 @@ from pikit_testkit.nemesis import (
     PI_LOST,
     Fault,
     PiLifecycle,
+    chosen_kinds,
     netns,
     past_bounds,
     schedule,
@@ -628,10 +629,7 @@ def test_a_short_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) ->
 def test_a_long_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) -> None:
     """At least 30 faults (30 took 47 minutes on 2 cores), every kind of fault among them; make test-ops.
     PIKIT_NEMESIS_KINDS (comma-separated) draws from those kinds only, to replay one on a lab."""
-    chosen = os.environ.get("PIKIT_NEMESIS_KINDS")
-    kinds = tuple(chosen.split(",")) if chosen else KINDS
-    assert set(kinds) <= set(KINDS), f"PIKIT_NEMESIS_KINDS: the kinds are {', '.join(KINDS)}"
-    always = tuple(kind for kind in ALWAYS if kind in kinds)
+    kinds, always = chosen_kinds(os.environ.get("PIKIT_NEMESIS_KINDS") or ",".join(KINDS), KINDS)
     run_nemesis(
         site, int(os.environ.get("PIKIT_NEMESIS_FAULTS", "30")), 180, "n, long", kinds=kinds, always=always
     )

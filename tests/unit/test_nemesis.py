@@ -183,6 +183,15 @@ def test_the_command_line_refuses_a_kind_it_does_not_know(capsys: pytest.Capture
     assert "unknown kinds ['pi-unplugged']" in capsys.readouterr().err
 
 
+def test_chosen_kinds_keep_the_always_kinds_among_them_and_name_an_unknown_one() -> None:
+    assert nemesis.chosen_kinds(f"{MASTER_DOWN},{COMMIT_HELD}", KINDS) == (
+        (MASTER_DOWN, COMMIT_HELD),
+        (COMMIT_HELD,),
+    )
+    with pytest.raises(ValueError, match=r"unknown kinds \['pi-lost'\]"):
+        nemesis.chosen_kinds(nemesis.PI_LOST, (MASTER_DOWN,))
+
+
 def test_a_schedule_of_chosen_kinds_draws_only_those() -> None:
     kinds = (MASTER_DOWN, MASTER_KILLED)
     faults = schedule(7, 6, SITE, kinds=kinds, always=())
