@@ -144,33 +144,9 @@ def _progress(name: str, *argv: str) -> Step:
 
 
 # Touched by the end-to-end suite once the scenarios it runs alone have ended (tests/e2e/harness.py,
-# done_alone): the drivers' Pi lost, taken over and replaced.
+# done_alone): its converge, and the drivers' Pi lost, taken over and replaced.
 E2E_ALONE_DONE = lab_home() / "e2e-alone-done"
-# Touched once the first lanes' heavy phases (unit, integration, bench entries) have ended: the
-# end-to-end suite waits for it before the scenarios it runs alone (tests/e2e/harness.py,
-# wait_alone), its converge having run beside them.
-E2E_ALONE_FROM = lab_home() / "e2e-alone-from"
 ALONE_WAIT_S = 1800.0
-
-
-class Meet:
-    """A file touched once each of `parties` lanes has reached this phase, or stopped before it,
-    so that a phase of another lane, or a suite one starts, can wait for them without ever waiting
-    for a lane that failed."""
-
-    def __init__(self, path: Path, parties: int) -> None:
-        self.path = path
-        self.left = parties
-        self._lock = threading.Lock()
-        path.unlink(missing_ok=True)
-
-    def __call__(self, tail: list[str]) -> int:
-        with self._lock:
-            self.left -= 1
-            if self.left == 0:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.path.touch()
-        return 0
 
 
 def _after_e2e_alone(tail: list[str]) -> int:
@@ -178,7 +154,7 @@ def _after_e2e_alone(tail: list[str]) -> int:
     deadline = time.monotonic() + ALONE_WAIT_S
     while not E2E_ALONE_DONE.exists():
         if time.monotonic() > deadline:
-            tail.append(f"the end-to-end takeover and replacement not done in {ALONE_WAIT_S:.0f}s")
+            tail.append(f"the end-to-end converge, takeover and replacement not done in {ALONE_WAIT_S:.0f}s")
             return 1
         time.sleep(2)
     return 0
@@ -231,56 +207,49 @@ UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
 def test_phases() -> list[Phase | Beside]:
-    """One set of lanes. The end-to-end suite, whose converge runs beside the unit tests, the
-    artifact cache and the integration tests that start Kafka from it, lint and the bench entries.
-    Once those have ended, the suite runs its takeover and replacement with the machine to itself;
-    then the molecule scenarios run beside its other faults, one after another: each runs its own
-    lab, on its own subnet and names, and the suite spends minutes waiting out its faults. The
-    layouts tried, and what each run took: docs/testing.md, "How long make test takes"."""
+    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; lint; the lab's image. Then the end-to-end suite beside the molecule
+    scenarios, one after another: each runs its own lab, on its own subnet and names, and the
+    end-to-end suite spends minutes waiting out its faults. The layouts tried, and what each run
+    took: docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
-    fill_cache = _cmd(python, "-m", "pikit.artifacts")
-    # The heavy phases of three lanes meet here; the end-to-end suite waits for them before the
-    # scenarios it runs alone (its converge, ansible waiting on six nodes, fills their idle share).
-    heavy_done: Phase = ("hand the machine to the end-to-end takeover", Meet(E2E_ALONE_FROM, 3))
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
-    unit_tests = _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS)
-    unit = [("unit tests", unit_tests), heavy_done]
-    molecule = [
-        (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
+    unit = [
+        ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS))
     ]
-    # After the drivers' Pi lost and replaced, beside the suite's other faults, whose waits leave a
-    # core idle: beside the converge, molecule edge_agent/default and the converge each took four
-    # times as long as alone (890 s against 191 s); beside molecule's lane, the standby's takeover
-    # took 138 s (50-70 s alone). The heaviest first, the light ones last.
-    molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
-    integration_then_molecule = [
+    fill_cache = _cmd(python, "-m", "pikit.artifacts")
+    integration = [
         ("artifact cache", fill_cache),
         (
             "integration tests",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "--ignore", BENCH_ENTRIES, "tests/integration"),
         ),
-        heavy_done,
-        ("wait for the end-to-end takeover and replacement", _after_e2e_alone),
-        *molecule,
     ]
-    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
-    # or the end-to-end lab does, whichever comes first (the image's lock). The cache's lock holds
-    # the end-to-end suite and the bench entries until the other lane's cache is full; then it
-    # only re-hashes.
-    lint_then_bench = [
-        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        *lint_phases(),
+    # After lint, whose lane ends minutes before the integration tests: the bench entries' Spark
+    # and Kafka (local ones) beside them, not after. The cache's lock holds this lane until the
+    # other lane's cache is full; then it only re-hashes.
+    bench_entries = [
         ("artifact cache, once full", fill_cache),
         ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
-        heavy_done,
     ]
-    e2e_env = {"PIKIT_E2E_ALONE_FROM": str(E2E_ALONE_FROM), "PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)}
-    e2e: list[Phase] = [
-        ("artifact cache, once full", fill_cache),
-        ("end-to-end (site.yml on the lab)", _e2e("-m", "not ops and not migration", env=e2e_env)),
-        ("the end-to-end suite ended", Meet(E2E_ALONE_DONE, 1)),
+    molecule = [
+        (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
     ]
-    return [Beside([e2e, unit, integration_then_molecule, lint_then_bench])]
+    # After the end-to-end converge and the drivers' Pi lost and replaced, beside the suite's other
+    # faults, whose waits leave a core idle: beside the converge, molecule edge_agent/default and the
+    # converge each took four times as long as alone (890 s against 191 s); beside molecule's lane,
+    # the standby's takeover took 138 s (50-70 s alone). The heaviest first, the light ones last.
+    molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
+    molecule.insert(0, ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone))
+    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
+    # so that no two labs of the second set race to build it.
+    image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]
+    E2E_ALONE_DONE.unlink(missing_ok=True)
+    e2e_tests = _e2e("-m", "not ops and not migration", env={"PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)})
+    return [
+        Beside([unit, integration, [*lint_phases(), *bench_entries], image]),
+        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], molecule]),
+    ]
 
 
 def ops_phases() -> list[Phase | Beside]:
@@ -352,8 +321,8 @@ class Result:
 
 
 def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
-    """The phases one after another, until one fails; then only the meeting points after it."""
-    for index, (title, step) in enumerate(phases):
+    """The phases one after another, until one fails."""
+    for title, step in phases:
         _say(f"==> [{name}] {title}")
         t0 = time.monotonic()
         tail: list[str] = []
@@ -362,9 +331,6 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
         results.append(Result(title, elapsed, rc, tail, lane))
         _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
         if rc != 0:
-            for _, later in phases[index + 1 :]:
-                if isinstance(later, Meet):
-                    later(tail)
             return
 
 

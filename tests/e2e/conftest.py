@@ -15,7 +15,7 @@ from pikit_dev import lab
 from pikit_testkit.nemesis import SiteNodes, apps_journal
 
 from pikit import REPO
-from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site, done_alone, wait_alone
+from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site, done_alone
 
 # The streaming apps the e2e lab runs (tests/e2e/test_site.py).
 APPS = ("sensor_aggregates", "anomaly_alerts")
@@ -24,9 +24,8 @@ TAIL = 40
 # (the converge first, the whole output and a second site.yml near the end, records deleted last).
 ORDER = (
     "test_site_converges",
-    # Second, while the suite has the machine to itself (it waits for make test's heavy lanes,
-    # harness.wait_alone, and molecule's lane waits for its takeover and replacement,
-    # harness.done_alone).
+    # Second, while the suite has the machine to itself (make test's molecule lane waits for its
+    # takeover and replacement: harness.done_alone).
     "test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact",
     "test_every_unit_the_kit_writes_is_sandboxed_to_the_bar",
     "test_the_firewall_drops_a_stranger_and_lets_the_cluster_through",
@@ -72,11 +71,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 FAILED = pytest.StashKey[bool]()
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.originalname == ALONE_UNTIL:  # type: ignore[attr-defined]
-        wait_alone()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pikit_contract import signing
@@ -174,31 +173,13 @@ class Site:
 # --- the machine's other lanes -------------------------------------------------------------
 
 
-# How long the suite waits for make test's heavy lanes before its takeover: they take 11-12
-# minutes in all, beside the converge's 5-6.
-ALONE_WAIT_S = 1800.0
-
-
-def wait_alone() -> None:
-    """Wait until PIKIT_E2E_ALONE_FROM exists: make test touches it once its unit, integration and
-    bench lanes have ended, so that the drivers' Pi lost and replaced run with the machine to
-    themselves, while the converge before them ran beside those lanes. In CI's run of ab8f680,
-    beside molecule's lane, the standby's first batch came 138 s after the loss, against 50-70 s
-    alone (docs/testing.md)."""
-    if not (path := os.environ.get("PIKIT_E2E_ALONE_FROM")):
-        return
-    started = time.monotonic()
-    while not Path(path).exists():
-        if time.monotonic() - started > ALONE_WAIT_S:
-            pytest.fail(f"make test's other lanes did not end within {ALONE_WAIT_S:.0f}s ({path})")
-        time.sleep(2)
-    print(f"\n[alone] waited {time.monotonic() - started:.0f}s for make test's other lanes to end")
-
-
 def done_alone() -> None:
-    """Touch PIKIT_E2E_ALONE_DONE, which make test's molecule lane waits for: the drivers' Pi lost,
-    taken over and replaced, run with the machine to themselves. The replacement's site.yml takes
-    359-369 s beside molecule's lane, 165-234 s alone (docs/testing.md)."""
+    """Touch PIKIT_E2E_ALONE_DONE, which make test's molecule lane waits for: the converge, and the
+    drivers' Pi lost, taken over and replaced, run with the machine to themselves. Beside the
+    converge, a molecule scenario and the converge each took four times as long as alone; in CI's
+    run of ab8f680, beside molecule's lane, the standby's first batch came 138 s after the loss,
+    against 50-70 s alone, and the replacement's site.yml takes 359-369 s beside it, 165-234 s
+    alone (docs/testing.md)."""
     if path := os.environ.get("PIKIT_E2E_ALONE_DONE"):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).touch()

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 from pikit_dev.targets import (
-    E2E_ALONE_DONE,
-    E2E_ALONE_FROM,
     OPS_SCENARIOS,
     PIPELINES,
     Beside,
-    Meet,
-    Phase,
     Step,
     _stream,
     failure_digest,
@@ -86,37 +82,3 @@ def test_test_ops_runs_the_end_to_end_suite_beside_the_molecule_scenarios() -> N
     end_to_end, scenarios = ([title for title, _ in lane] for lane in lanes.lanes)
     assert all(title.startswith("end-to-end") for title in end_to_end) and len(end_to_end) == 2
     assert not any(title.startswith("end-to-end") for title in scenarios)
-
-
-def test_a_meeting_point_waits_for_every_lane_and_a_lane_that_failed_still_meets(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    alone = Meet(tmp_path / "alone", 2)
-    alone([])
-    assert not (tmp_path / "alone").exists(), "one of two lanes is not every lane"
-    alone([])
-    assert (tmp_path / "alone").exists()
-
-    met = Meet(tmp_path / "met", 2)
-    passed: list[Phase] = [("x", lambda tail: 0), ("meet", met)]
-    failed: list[Phase] = [("y", lambda tail: 3), ("z", lambda tail: 0), ("meet", met)]
-    monkeypatch.setitem(PIPELINES, "lanes", lambda: [Beside([passed, failed])])
-    assert run_pipeline("lanes") == 1
-    assert (tmp_path / "met").exists(), "no one waits for a lane that stopped"
-
-
-def test_make_test_hands_the_machine_to_the_takeover_then_runs_molecule_beside_the_rest() -> None:
-    """The end-to-end suite waits for the unit, integration and bench lanes before its takeover
-    (tests/e2e/harness.py, wait_alone); molecule's lane waits for the takeover and replacement."""
-    (lanes,) = make_test_phases()
-    assert isinstance(lanes, Beside)
-    e2e, *others = lanes.lanes
-    assert any(title.startswith("end-to-end") for title, _ in e2e)
-    meets = [step for lane in others for _, step in lane if isinstance(step, Meet)]
-    assert len(meets) == 3 and {id(m) for m in meets} == {id(meets[0])}
-    assert meets[0].path == E2E_ALONE_FROM and meets[0].left == 3
-    (molecule_lane,) = [lane for lane in others if any(t.startswith("molecule") for t, _ in lane)]
-    titles = [title for title, _ in molecule_lane]
-    waits = titles.index("wait for the end-to-end takeover and replacement")
-    assert all(title.startswith("molecule") for title in titles[waits + 1 :])
-    assert isinstance(e2e[-1][1], Meet) and e2e[-1][1].path == E2E_ALONE_DONE
