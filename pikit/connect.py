@@ -1,14 +1,10 @@
-"""The connect role's `kafka_connectors` module and its workers' mirror lag probe, importable by
-controller tools and tests: they use the role's own reconciler, REST client and measure rather
-than a copy."""
+"""The connect role's mirror lag probe, importable by controller tools and tests: the script the
+role installs on its workers (roles/connect/files/pikit_mirror_lag.py), so that `pikit status`
+and the benches measure as the workers do rather than with a copy."""
 
 from __future__ import annotations
 
 from pikit import REPO
 from pikit.modules import from_file
-
-kafka_connectors = from_file(
-    "kafka_connectors", REPO / "roles/connect/library/kafka_connectors.py", register=True
-)
 
 mirror_lag = from_file("pikit_mirror_lag", REPO / "roles/connect/files/pikit_mirror_lag.py", register=True)

@@ -10,9 +10,15 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+from ansible.plugins.loader import init_plugin_loader
 
 from pikit import REPO
 from pikit.modules import from_file
+
+# The tests import the pikit.cluster collection's modules (ansible_collections.pikit.cluster) as
+# Ansible does, through its collection loader: imported as a plain namespace package first, it
+# would leave ansible-galaxy's collection listing (which Mitogen's planner calls) unable to read it.
+init_plugin_loader()
 
 
 def load_filter_plugin(role: str, module: str) -> ModuleType:

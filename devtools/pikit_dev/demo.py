@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka import KafkaConsumer, TopicPartition
 from pikit_contract.readings import ContractError, decode_batch
 
 from pikit import REPO
-from pikit.kafka_admin import kafka_admin
 from pikit.site import Site
 from pikit.status import collect, spark_parts
 from pikit.status_render import text

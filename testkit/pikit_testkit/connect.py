@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 
 from pikit import REPO
-from pikit.connect import kafka_connectors
 from pikit_testkit.broker import LocalBroker, free_port
 
 GROUP = "pikit-connect"

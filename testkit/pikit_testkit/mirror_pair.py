@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from pikit_contract.readings import READINGS_TOPIC
 
 from pikit import REPO
-from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaTimeoutError
 
 from pikit import REPO
-from pikit.kafka_admin import kafka_admin
 
 # A verifier's test of a day-2 procedure (a CA rotation, a release rolled out) that takes minutes
 # of converges: `make test-ops` sets PIKIT_TEST_OPS=1 for the scenarios that carry one.

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 from pikit_contract.names import spark_batches_topic
@@ -32,7 +33,6 @@ from pikit_testkit.pipeline_model import (
 )
 
 from pikit import REPO, artifacts
-from pikit.kafka_admin import kafka_admin
 from pikit.topic import read_to_end
 from tests.conftest import load_filter_plugin
 from tests.e2e.harness import (

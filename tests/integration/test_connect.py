@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin, kafka_connectors
 from kafka import KafkaProducer
 from pikit_testkit.broker import LocalBroker, free_port
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.connect import GROUP, LocalWorker, OneWorkerSite
 
 from pikit import REPO, status
-from pikit.connect import kafka_connectors
-from pikit.kafka_admin import kafka_admin
 from pikit.modules import from_file
 
 AGGREGATES = "sensor-aggregates"

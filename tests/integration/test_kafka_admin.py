@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import TopicAuthorizationFailedError
@@ -16,7 +17,6 @@ from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.polling import wait_for
 
-from pikit.kafka_admin import kafka_admin
 from pikit.topic import read_to_end
 
 

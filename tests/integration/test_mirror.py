@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 from pikit_testkit.connect import OneWorkerSite
@@ -22,7 +23,6 @@ from pikit_testkit.mirror import difference, settled, transactions
 from pikit_testkit.mirror_pair import Clusters, mirror_pair
 
 from pikit import status
-from pikit.connect import kafka_connectors
 from pikit.connect import mirror_lag as lag_probe
 
 SITE = "greenhouse"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import ModuleType
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 
 from pikit import REPO
-from pikit.connect import kafka_connectors
 from pikit.modules import from_file
 
 

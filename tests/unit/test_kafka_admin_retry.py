@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka.errors import RequestTimedOutError, TopicAuthorizationFailedError
-
-from pikit.kafka_admin import kafka_admin
 
 
 def _flaky(errors: list[Exception]) -> Any:

@@ -8,8 +8,7 @@ import uuid
 from collections import Counter
 
 import pytest
-
-from pikit.kafka_admin import kafka_admin
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 
 balanced_assignment = kafka_admin.balanced_assignment
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from pikit.kafka_admin import kafka_admin
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 
 cut_offsets = kafka_admin.cut_offsets
 STARTS = {0: 0, 1: 40, 2: 0}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 
-from pikit.kafka_admin import kafka_admin
 from tests.conftest import load_filter_plugin
 
 upgrade = load_filter_plugin("kafka", "kafka_upgrade")

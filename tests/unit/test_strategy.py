@@ -17,16 +17,10 @@ from typing import Any
 import ansible.collections.list
 import ansible_mitogen.planner
 import pytest
-from ansible.plugins.loader import filter_loader, init_plugin_loader, test_loader
+from ansible.plugins.loader import filter_loader, test_loader
 
 from pikit import REPO
 from pikit.modules import from_file
-
-
-@pytest.fixture(autouse=True, scope="module")
-def collections_importable() -> None:
-    """What ansible-playbook does at start: the bundled collections become importable."""
-    init_plugin_loader()
 
 
 def load() -> ModuleType:

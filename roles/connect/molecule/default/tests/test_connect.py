@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import testinfra
+from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 from kafka import KafkaProducer
 from pikit_testkit.molecule_lab import playbook
 
-from pikit.connect import kafka_connectors
 from pikit.topic import mtls_client, read_to_end
 
 WORKERS = dict(w.split("=") for w in os.environ.get("CONNECT_TEST_WORKERS", "").split(",") if w)

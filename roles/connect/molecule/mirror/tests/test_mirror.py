@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import testinfra
+from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 from cryptography import x509
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
@@ -26,7 +27,6 @@ from pikit_testkit.mirror import caught_up, difference, records, settled, transa
 from pikit_testkit.molecule_lab import changed, playbook
 
 from pikit import REPO
-from pikit.connect import kafka_connectors
 from pikit.topic import mtls_client, read_to_end
 
 SCENARIO = Path(__file__).resolve().parents[1]

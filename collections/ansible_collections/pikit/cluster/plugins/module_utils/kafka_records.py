@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ansible.module_utils.kafka_client import client_options, connect
-from ansible.module_utils.kafka_topics import topic_partitions
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_client import client_options, connect
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_topics import topic_partitions
 
 # Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):

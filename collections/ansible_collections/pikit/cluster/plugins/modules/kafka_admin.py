@@ -14,15 +14,26 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.kafka_acls import reconcile_acls, wait_applied
-from ansible.module_utils.kafka_client import connect
-from ansible.module_utils.kafka_features import features_to_raise, finalized_features, raise_features
-from ansible.module_utils.kafka_health import health_report, kafka_uuid
-from ansible.module_utils.kafka_quotas import reconcile_quotas
-from ansible.module_utils.kafka_rebalance import balanced_assignment, rebalance, throttle
-from ansible.module_utils.kafka_records import cut_offsets, delete_records
-from ansible.module_utils.kafka_scram import reconcile_scram, scram_login_works
-from ansible.module_utils.kafka_topics import end_offsets, reconcile_topics
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_acls import reconcile_acls, wait_applied
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_client import connect
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_features import (
+    features_to_raise,
+    finalized_features,
+    raise_features,
+)
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_health import health_report, kafka_uuid
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_quotas import reconcile_quotas
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_rebalance import (
+    balanced_assignment,
+    rebalance,
+    throttle,
+)
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_records import cut_offsets, delete_records
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_scram import (
+    reconcile_scram,
+    scram_login_works,
+)
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_topics import end_offsets, reconcile_topics
 
 DOCUMENTATION = r"""
 module: kafka_admin
@@ -35,7 +46,7 @@ description:
     It adds missing ACLs and, with I(remove_extra_acls), removes ACLs that are not listed; the ACLs of
     I(owned_principals) are exactly those listed, whatever I(remove_extra_acls) says (a device's
     allow is taken back and its deny removed when the kit revokes or restores it), and so are those
-    of every principal that starts with one of I(owned_principal_prefixes) (a core's mirroring sites:
+    of every principal that starts with one of I(owned_principal_prefixes) (a core's mirroring sites;
     a site taken out of the inventory loses its ACLs).
     It sets each listed user's client quota, I(quotas) (bytes per second that the user may produce to
     each broker), and removes the quota of an I(owned_principals) user it does not list; the quotas of
@@ -57,7 +68,7 @@ description:
     partition, or before the first record at or after I(before_time_ms); it moves each partition's
     log start offset, never past its end.
   - C(action=throttle) sets the replication throttle of I(throttle_bytes) per second on the leaders
-    in I(serving_brokers), for every topic's replicas that are not in sync (0 removes it): a broker
+    in I(serving_brokers), for every topic's replicas that are not in sync (0 removes it); a broker
     whose disk was replaced rebuilds its replicas under it, and in-sync followers never wait on it.
 options:
   action:

@@ -25,14 +25,14 @@ description:
     anything changes when one is refused. Then it creates the missing connectors, sets the config
     of those whose config differs, and deletes the unlisted ones when I(remove_unlisted). It waits
     up to I(wait_timeout) seconds until every listed connector and its tasks run, those it created
-    or changed for I(settle_seconds) in a row: a task starts RUNNING and fails at its first poll
+    or changed for I(settle_seconds) in a row; a task starts RUNNING and fails at its first poll
     (a topic its principal may not read), so one look would pass it.
   - I(restart) names connectors to restart with their tasks when they already run and this run
-    neither creates nor sets them: their clients read the key and certificates they were given only
+    neither creates nor sets them; their clients read the key and certificates they were given only
     when they start, so a renewed certificate on the node reaches them only so. They settle as the
     changed ones do.
   - C(action=health) waits up to I(wait_timeout) seconds until the worker at the first of I(urls)
-    answers and lists the connectors: it joined its group and read the config topic.
+    answers and lists the connectors; it joined its group and read the config topic.
 options:
   action: {type: str, choices: [reconcile, health], default: reconcile, description: What to do.}
   urls:

@@ -7,7 +7,7 @@ import contextlib
 import json
 from typing import Any
 
-from ansible.module_utils.kafka_client import client_options
+from ansible_collections.pikit.cluster.plugins.module_utils.kafka_client import client_options
 
 # Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):
