@@ -69,7 +69,7 @@ if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   say "python: creating .venv from requirements.txt"
   python3 -m venv .venv
   # pip compiles every module as it installs it (84 s; 46 s with --no-compile). Leave it: where
-  # PYTHONDONTWRITEBYTECODE is set, as on this kit's CI, nothing would write a .pyc later, and each
+  # PYTHONDONTWRITEBYTECODE is set, as on this machine, nothing would write a .pyc later, and each
   # ansible-playbook would compile Ansible anew (make test's first set: 818 s against 684 s).
   .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
   echo "$want" >"$stamp"
