@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-# Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
+# Without kafka-python the module fails, naming it (modules/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):
     from kafka.admin import KafkaAdminClient
 

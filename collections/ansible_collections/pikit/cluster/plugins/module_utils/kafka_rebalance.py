@@ -6,7 +6,7 @@ import contextlib
 import time
 from typing import Any
 
-# Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
+# Without kafka-python the module fails, naming it (modules/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):
     from kafka import TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType

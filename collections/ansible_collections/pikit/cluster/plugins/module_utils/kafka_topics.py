@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible_collections.pikit.cluster.plugins.module_utils.kafka_client import client_options
 
-# Without kafka-python the module fails, naming it (library/kafka_admin.py: HAS_KAFKA).
+# Without kafka-python the module fails, naming it (modules/kafka_admin.py: HAS_KAFKA).
 with contextlib.suppress(ImportError):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.admin import (
