@@ -253,14 +253,18 @@ def test_phases() -> list[Phase | Beside]:
 
 
 def ops_phases() -> list[Phase | Beside]:
-    """What `make test` leaves out for time, in two lanes that share no lab (each molecule scenario
-    and the end-to-end suite run their own, on their own subnets and names), as make test's second
-    set does; three labs at once on two cores made flakes. The first lane is the end-to-end suite
-    with its `ops` scenarios (every certificate renewed, the CA rotated, the long nemesis, ...),
-    then again on Bookworm, the Raspberry Pi OS release before the lab's default (Trixie), ending
-    with the migration: each broker re-flashed with Trixie in turn. Both runs name their lab
-    pikit-e2e, so they follow each other. The second lane: the day-2 procedures' unit tests, the
-    heavier molecule scenarios and edge_agent's release roll-out."""
+    """What `make test` leaves out for time, and only that, in two lanes that share no lab (each
+    molecule scenario and the end-to-end suite run their own, on their own subnets and names). The
+    first lane is the end-to-end suite's `ops` scenarios (the Pis lost for good that make test does
+    not lose, the long nemesis, every certificate renewed, the CA rotated, ...) between the converge
+    and the closing checks of the whole output (`frame`); then a lab on Bookworm, the Raspberry Pi
+    OS release before the lab's default (Trixie): its converge, each broker re-flashed with Trixie
+    in turn, the whole output. Both name their lab pikit-e2e, so they follow each other. The second
+    lane: the day-2 procedures' unit tests, then, once the first lane's converge and Pis lost have
+    run alone (as make test's molecule lane waits), the heavier molecule scenarios and edge_agent's
+    release roll-out. make test's own end-to-end scenarios are not run again: two labs with Kafka
+    clusters at once, the end-to-end suite whole beside Kafka's scenarios, were more than two cores
+    carry within the suite's bounds (docs/testing.md)."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
@@ -268,11 +272,16 @@ def ops_phases() -> list[Phase | Beside]:
     with_ops = {"PIKIT_TEST_OPS": "1"}
     ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
+    E2E_ALONE_DONE.unlink(missing_ok=True)
+    alone_done = {"PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)}
     end_to_end: list[Phase] = [
-        ("end-to-end with the ops scenarios", _e2e("-m", "not migration")),
         (
-            "end-to-end on Bookworm, then each broker re-flashed with Trixie",
-            _e2e("-m", "not ops", env={"PIKIT_E2E_SUITE": "bookworm"}),
+            "end-to-end: the Pis lost, then the ops scenarios",
+            _e2e("-m", "(ops or frame or alone) and not migration", env=alone_done),
+        ),
+        (
+            "end-to-end on Bookworm: the converge, each broker re-flashed with Trixie, the whole output",
+            _e2e("-m", "frame or migration", env={"PIKIT_E2E_SUITE": "bookworm"}),
         ),
     ]
     scenarios: list[Phase] = [
@@ -280,6 +289,7 @@ def ops_phases() -> list[Phase | Beside]:
             "unit tests of the day-2 procedures (the CA rotation, a mirror's identity exchange)",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
         ),
+        ("wait for the end-to-end converge and the Pis lost", _after_e2e_alone),
         *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s)))) for r, s in OPS_SCENARIOS],
         # make test runs this scenario too, less its release roll-out (canary, rollback).
         (

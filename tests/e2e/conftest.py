@@ -5,6 +5,7 @@ run prints, and the lab is gone by the time anyone reads it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -15,6 +16,7 @@ from pikit_dev import lab
 from pikit_testkit.nemesis import SiteNodes, apps_journal
 
 from pikit import REPO
+from tests.e2e import harness
 from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site, done_alone
 
 # The streaming apps the e2e lab runs (tests/e2e/test_site.py).
@@ -56,8 +58,11 @@ ORDER = (
     "test_records_deleted_before_a_time_while_the_apps_run_leave_later_windows_exact",
 )
 
-# The last scenario that make test runs with the machine to itself (harness.done_alone).
-ALONE_UNTIL = ORDER[1]
+# The last selected scenario marked `alone`: the scenarios that run first, with the machine to
+# themselves, while the other lane (make test's molecule scenarios, make test-ops' second lane) waits
+# (harness.done_alone). Their bounds are on a takeover or a re-registration, which a busy machine
+# stretches.
+ALONE_UNTIL = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -70,6 +75,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = rest + e2e
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The last selected `alone` scenario, once `-m` has deselected what the run leaves out."""
+    selected = [item.originalname for item in session.items if item.get_closest_marker("alone")]  # type: ignore[attr-defined]
+    session.stash[ALONE_UNTIL] = selected[-1] if selected else ""
+    os.environ[harness.ALONE_UNTIL] = session.stash[ALONE_UNTIL]
+
+
 FAILED = pytest.StashKey[bool]()
 
 
@@ -80,8 +92,8 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         item.stash[FAILED] = report.failed
-        if item.originalname == ALONE_UNTIL:  # type: ignore[attr-defined]
-            done_alone()  # it says so itself once its takeover is measured; this, whatever happened
+        if item.originalname == item.session.stash.get(ALONE_UNTIL, ""):  # type: ignore[attr-defined]
+            done_alone()  # whatever happened: the other lane waits for this, not for a pass
     return report
 
 

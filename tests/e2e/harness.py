@@ -173,9 +173,14 @@ class Site:
 # --- the machine's other lanes -------------------------------------------------------------
 
 
+# The name of the last scenario the run selected that is marked `alone` (conftest.py sets it).
+ALONE_UNTIL = "PIKIT_E2E_ALONE_UNTIL"
+
+
 def done_alone() -> None:
-    """Touch PIKIT_E2E_ALONE_DONE, which make test's molecule lane waits for: the converge, and the
-    drivers' Pi lost, taken over and replaced, run with the machine to themselves. Beside the
+    """Touch PIKIT_E2E_ALONE_DONE, which the other lane waits for (make test's molecule scenarios,
+    make test-ops' second lane): the scenarios marked `alone` (the converge, the Pis lost for good,
+    taken over and replaced) run with the machine to themselves. Beside the
     converge, a molecule scenario and the converge each took four times as long as alone; in CI's
     run of ab8f680, beside molecule's lane, the standby's first batch came 138 s after the loss,
     against 50-70 s alone, and the replacement's site.yml takes 359-369 s beside it, 165-234 s
@@ -183,6 +188,13 @@ def done_alone() -> None:
     if path := os.environ.get("PIKIT_E2E_ALONE_DONE"):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).touch()
+
+
+def done_alone_if_last() -> None:
+    """done_alone, from inside the last `alone` scenario, as soon as what it measures is measured."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
+    if current and current == os.environ.get(ALONE_UNTIL):
+        done_alone()
 
 
 # --- the lab's nodes ---------------------------------------------------------------------

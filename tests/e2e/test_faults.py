@@ -68,7 +68,7 @@ from tests.e2e.harness import (
     after,
     agent_metric,
     app_ids,
-    done_alone,
+    done_alone_if_last,
     driver_of,
     firing,
     judge,
@@ -443,7 +443,7 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
         try:
             replaced_in = replace_lost_pi(site, spec, lost_pi)
         finally:
-            done_alone()
+            done_alone_if_last()
     print(
         f"[{scenario}] {lost_pi} lost at 0 s; each app's first batch: "
         + ", ".join(
@@ -460,6 +460,7 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     return {app: batch for app, (batch, _) in firsts.items()}
 
 
+@pytest.mark.alone
 def test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stays_exact(site: Site) -> None:
     """The Pi that runs the apps' drivers (and a broker and a worker) dies for good. The standby
     driver Pi takes each app over by itself: each app's first batch after the loss is written
@@ -483,6 +484,7 @@ def test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stay
 
 
 @pytest.mark.ops
+@pytest.mark.alone
 def test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_stay_exact(site: Site) -> None:
     """Any other Pi of the cluster (issue 66): the standby driver's Pi, also a broker and a worker,
     dies for good while the apps run elsewhere. The apps keep their drivers; the executors they
@@ -529,6 +531,7 @@ def longest_pause(site: Site, apps: tuple[str, ...], since: float, until: float)
 
 
 @pytest.mark.ops
+@pytest.mark.alone
 def test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_replacement(site: Site) -> None:
     """The Spark master's Pi (Prometheus's too) dies for good. The apps need the master only for
     new executors: they keep committing. It is replaced by the re-flash path and site.yml: the new

@@ -59,6 +59,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(2700)]
 # --- the scenarios (their order on the one lab: conftest.py, ORDER) ---------------------
 
 
+@pytest.mark.frame
+@pytest.mark.alone
 def test_site_converges(site: Site) -> None:
     site.first_recap = recap(site.playbook("site.yml", "site-1.log"))
     hosts = {f"e2e-{host}" for host in ("pi-1", "pi-2", "pi-3", "pi-4", "edge-1", "edge-2")}
@@ -196,6 +198,7 @@ def test_the_kafka_roles_own_verifier_passes_on_this_lab(site: Site) -> None:
 ROLLUP_UNIT = "spark-app-daily-rollup"
 
 
+@pytest.mark.frame
 def test_the_daily_rollup_starts_from_its_timer_unit(site: Site) -> None:
     """site.yml schedules daily_rollup on the master (spark_rollup_on_calendar). Its unit is started
     now and runs beside the last test (2-3 minutes on the lab: it waits for executors beside the
@@ -249,6 +252,7 @@ def the_daily_rollup_ran(site: Site) -> None:
     print(f"[end] {ROLLUP_UNIT}.service: success, {len(days)} daily records exact; {unit} 0")
 
 
+@pytest.mark.frame
 def test_the_whole_output_after_the_agents_stop(site: Site) -> None:
     taken = {d: int(agent_metric(d, "edge_agent_readings_taken_total")) for d in EDGES}
     for node in EDGES:
