@@ -40,22 +40,6 @@ runtime = "runc"
 CONF
 fi
 
-# The lab's nodes stand in for Pis, each with a CPU of its own. With cgroup v1 and the cgroupfs
-# manager (this machine has no systemd), podman puts every container under one cgroup,
-# libpod_parent, whose cpu.shares (1024) weighs as much as one process of the controller's: beside
-# three busy controller processes, a busy lab node got 27-39 % of a core; with 8192, 74 %. Every
-# ansible-playbook fork, pytest worker and verifier producer outweighed the whole lab (a driver's
-# cold restart beside molecule's lane: 93-133 s, 24-25 s alone). Weighed like 8 processes, the lab
-# keeps the CPU its nodes ask for when the controller is busy (docs/lab.md).
-lab_cgroup=/sys/fs/cgroup/cpu/libpod_parent
-if [[ -d /sys/fs/cgroup/cpu && ! -e /sys/fs/cgroup/cgroup.controllers ]]; then
-  mkdir -p "$lab_cgroup" 2>/dev/null || true
-  if [[ -w "$lab_cgroup/cpu.shares" && "$(cat "$lab_cgroup/cpu.shares")" != 8192 ]]; then
-    say "podman: the lab's containers weigh 8192 cpu.shares (libpod_parent)"
-    echo 8192 >"$lab_cgroup/cpu.shares"
-  fi
-fi
-
 # The lab's package cache (common_apt_proxy in inventory/lab): every lab node downloads each
 # Debian package through it, once per machine rather than once per container. This machine has no
 # systemd to start it, so it is started here when nothing listens on its port.

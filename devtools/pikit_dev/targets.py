@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pikit import REPO, progress
 from pikit.phases import say
+from pikit_dev import cpu_share
 from pikit_dev.lab_image import lab_home
 
 VENV_BIN = REPO / ".venv/bin"
@@ -406,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pipeline", choices=sorted(PIPELINES))
     args = parser.parse_args(argv)
+    cpu_share.weigh_as_one_machine()
     sys.exit(run_pipeline(args.pipeline))
 
 
