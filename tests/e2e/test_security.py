@@ -244,44 +244,45 @@ def test_a_stolen_device_revoked_while_it_sends_is_refused_then_restored(site: S
     took = time.time() - started
     record = json.loads((site.state / "revoked-devices.json").read_text())[device]
     fence = {int(p): int(o) for p, o in record["fence"].items()}
-    # The agent keeps trying: its sends are refused for their authorization, and it keeps them.
-    wait_for(
-        f"{device}'s agent refused by the brokers",
-        lambda: (
-            "TopicAuthorizationFailed"
-            in sh(device, f"journalctl -u edge-agent --since @{int(started)} --no-pager")
-        ),
-        120,
-    )
-    records = read_to_end("sensor-readings", **site.client())
-    mine = [r for r in records if r.key == device.encode()]
-    assert not [r for r in mine if r.offset >= fence.get(r.partition, 0)], "the device wrote past its fence"
-    last = max(r.timestamp for r in mine) / 1000
-    print(
-        f"[r] edge-revoke.yml took {took:.0f} s; {device}'s last record {last - started:.0f} s after it began"
-    )
-    assert last - started <= REFUSED_WITHIN_S
+    try:
+        # The agent keeps trying: its sends are refused for their authorization, and it keeps them.
+        wait_for(
+            f"{device}'s agent refused by the brokers",
+            lambda: (
+                "TopicAuthorizationFailed"
+                in sh(device, f"journalctl -u edge-agent --since @{int(started)} --no-pager")
+            ),
+            120,
+        )
+        records = read_to_end("sensor-readings", **site.client())
+        mine = [r for r in records if r.key == device.encode()]
+        past_fence = [r for r in mine if r.offset >= fence.get(r.partition, 0)]
+        assert not past_fence, "the device wrote past its fence"
+        last = max(r.timestamp for r in mine) / 1000
+        print(f"[r] edge-revoke.yml took {took:.0f} s; {device}'s last record {last - started:.0f} s after")
+        assert last - started <= REFUSED_WITHIN_S
 
-    # Its key, stolen with it, signs a record that another certificate (the suite's) writes.
-    ts = time.time()
-    forged = encode_batch(device, [Reading(device, 10**12, "simulated", "temperature", 21.0, "C", ts)])
-    site.produce([(device, forged)], signed_as=device)
-    revoked = f"{signing.REVOKED} (signer: {device})"
+        # Its key, stolen with it, signs a record that another certificate (the suite's) writes.
+        ts = time.time()
+        forged = encode_batch(device, [Reading(device, 10**12, "simulated", "temperature", 21.0, "C", ts)])
+        site.produce([(device, forged)], signed_as=device)
+        revoked = f"{signing.REVOKED} (signer: {device})"
 
-    def dead_letter_reason() -> str | None:
-        found = [r for r in read_to_end("sensor-dead-letter", **site.client()) if r.value == forged]
-        return dict(found[0].headers)["reason"].decode() if found else None
+        def dead_letter_reason() -> str | None:
+            found = [r for r in read_to_end("sensor-dead-letter", **site.client()) if r.value == forged]
+            return dict(found[0].headers)["reason"].decode() if found else None
 
-    assert wait_for("the forged record's dead letter", dead_letter_reason, 120) == revoked
-    _, status = pikit_status(site)
-    shown = {a["name"]: a["details"] for a in status["agents"]}
-    assert shown[device].get("revoked") == record["revoked_at"], shown
-    certs = site.playbook("certs.yml", "certs-revoked.log")
-    assert f"revoked {record['revoked_at']}" in certs
-    ends = read_ends(site)
-    site.revocations.append((device, fence, ends))
-    restoring = time.time()
-    site.playbook("edge-revoke.yml", "restore.log", "-e", f"device={device}", "-e", "revoked=false")
+        assert wait_for("the forged record's dead letter", dead_letter_reason, 120) == revoked
+        _, status = pikit_status(site)
+        shown = {a["name"]: a["details"] for a in status["agents"]}
+        assert shown[device].get("revoked") == record["revoked_at"], shown
+        certs = site.playbook("certs.yml", "certs-revoked.log")
+        assert f"revoked {record['revoked_at']}" in certs
+    finally:
+        # Let back in whatever happened above: the scenarios after this one need the device.
+        site.revocations.append((device, fence, read_ends(site)))
+        restoring = time.time()
+        site.playbook("edge-revoke.yml", "restore.log", "-e", f"device={device}", "-e", "revoked=false")
     wait_for(f"{device}'s readings after its restore", lambda: after(site, restoring, [device]), 180)
     print(f"[r] {device} writes again {time.time() - restoring:.0f} s after the restore started")
     # Seen from the other device: readings all along, with no gap longer than a few of its rounds.
