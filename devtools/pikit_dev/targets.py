@@ -150,6 +150,13 @@ E2E_ALONE_DONE = lab_home() / "e2e-alone-done"
 ALONE_WAIT_S = 1800.0
 
 
+def _e2e_alone_env() -> dict[str, str]:
+    """The end-to-end suite's environment when another lane waits for its `alone` scenarios: the
+    file it touches once they ran, removed first so that no earlier run's counts."""
+    E2E_ALONE_DONE.unlink(missing_ok=True)
+    return {"PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)}
+
+
 def _after_e2e_alone(tail: list[str]) -> int:
     """Wait until the end-to-end suite has run what it runs alone (or ended), at most ALONE_WAIT_S."""
     deadline = time.monotonic() + ALONE_WAIT_S
@@ -245,8 +252,7 @@ def test_phases() -> list[Phase | Beside]:
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.
     image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]
-    E2E_ALONE_DONE.unlink(missing_ok=True)
-    e2e_tests = _e2e("-m", "not ops and not migration", env={"PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)})
+    e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
     return [
         Beside([unit, integration, [*lint_phases(), *bench_entries], image]),
         Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], molecule]),
@@ -273,12 +279,10 @@ def ops_phases() -> list[Phase | Beside]:
     with_ops = {"PIKIT_TEST_OPS": "1"}
     ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
-    E2E_ALONE_DONE.unlink(missing_ok=True)
-    alone_done = {"PIKIT_E2E_ALONE_DONE": str(E2E_ALONE_DONE)}
     end_to_end: list[Phase] = [
         (
             "end-to-end: the Pis lost, then the ops scenarios",
-            _e2e("-m", "(ops or frame or alone) and not migration", env=alone_done),
+            _e2e("-m", "(ops or frame or alone) and not migration", env=_e2e_alone_env()),
         ),
         (
             "end-to-end on Bookworm: the converge, each broker re-flashed with Trixie, the whole output",

@@ -17,7 +17,16 @@ from pikit_testkit.nemesis import SiteNodes, apps_journal
 
 from pikit import REPO
 from tests.e2e import harness
-from tests.e2e.harness import LAB, SUBNET_FROM, SUBNET_TO, SUITE, SYNTHETIC, Site, done_alone
+from tests.e2e.harness import (
+    LAB,
+    SUBNET_FROM,
+    SUBNET_TO,
+    SUITE,
+    SYNTHETIC,
+    Site,
+    done_alone,
+    done_alone_if_last,
+)
 
 # The streaming apps the e2e lab runs (tests/e2e/test_site.py).
 APPS = ("sensor_aggregates", "anomaly_alerts")
@@ -58,12 +67,6 @@ ORDER = (
     "test_records_deleted_before_a_time_while_the_apps_run_leave_later_windows_exact",
 )
 
-# The last selected scenario marked `alone`: the scenarios that run first, with the machine to
-# themselves, while the other lane (make test's molecule scenarios, make test-ops' second lane) waits
-# (harness.done_alone). Their bounds are on a takeover or a re-registration, which a busy machine
-# stretches.
-ALONE_UNTIL = pytest.StashKey[str]()
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The end-to-end tests in ORDER, whatever file holds them; a test missing from ORDER fails."""
@@ -76,10 +79,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The last selected `alone` scenario, once `-m` has deselected what the run leaves out."""
+    """Name the last selected `alone` scenario, once `-m` has deselected what the run leaves out.
+    The `alone` scenarios run first, with the machine to themselves, while the other lane (make
+    test's molecule scenarios, make test-ops' second lane) waits (harness.done_alone): their bounds
+    are on a takeover or a re-registration, which a busy machine stretches."""
     selected = [item.originalname for item in session.items if item.get_closest_marker("alone")]  # type: ignore[attr-defined]
-    session.stash[ALONE_UNTIL] = selected[-1] if selected else ""
-    os.environ[harness.ALONE_UNTIL] = session.stash[ALONE_UNTIL]
+    os.environ[harness.ALONE_UNTIL_ENV] = selected[-1] if selected else ""
 
 
 FAILED = pytest.StashKey[bool]()
@@ -92,8 +97,8 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         item.stash[FAILED] = report.failed
-        if item.originalname == item.session.stash.get(ALONE_UNTIL, ""):  # type: ignore[attr-defined]
-            done_alone()  # whatever happened: the other lane waits for this, not for a pass
+        # Whatever happened: the other lane waits for the `alone` scenarios to end, not to pass.
+        done_alone_if_last(item.originalname)  # type: ignore[attr-defined]
     return report
 
 

@@ -173,8 +173,9 @@ class Site:
 # --- the machine's other lanes -------------------------------------------------------------
 
 
-# The name of the last scenario the run selected that is marked `alone` (conftest.py sets it).
-ALONE_UNTIL = "PIKIT_E2E_ALONE_UNTIL"
+# The environment variable that names the last selected scenario marked `alone` (conftest.py
+# sets it once `-m` has deselected what the run leaves out).
+ALONE_UNTIL_ENV = "PIKIT_E2E_ALONE_UNTIL"
 
 
 def done_alone() -> None:
@@ -190,10 +191,11 @@ def done_alone() -> None:
         Path(path).touch()
 
 
-def done_alone_if_last() -> None:
-    """done_alone, from inside the last `alone` scenario, as soon as what it measures is measured."""
-    current = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
-    if current and current == os.environ.get(ALONE_UNTIL):
+def done_alone_if_last(name: str | None = None) -> None:
+    """done_alone if `name` (the running test's, by default) is the last `alone` scenario: from
+    inside it as soon as what it measures is measured, and from conftest.py whatever happened."""
+    name = name or os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
+    if name and name == os.environ.get(ALONE_UNTIL_ENV):
         done_alone()
 
 
