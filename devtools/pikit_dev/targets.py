@@ -51,6 +51,8 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     """
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **(extra_env or {})}
     held: list[bytes] | None = getattr(_held, "lines", None)
+    if getattr(_held, "background", False):
+        argv = cpu_share.in_background(argv)
     if sys.stdout.isatty() and held is None:
         return subprocess.run(argv, cwd=cwd, env=env, check=False).returncode
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -185,11 +187,24 @@ class Beside:
     lanes: Sequence[Sequence[Phase]]
 
 
-def flat(phases: Sequence[Phase | Beside]) -> list[Phase]:
+@dataclass
+class Background:
+    """Lanes of phases that no bound waits on: they start where the pipeline reaches them and run
+    beside every later phase, in the background cgroup (pikit_dev.cpu_share), on the CPU that the
+    timed phases leave idle. The pipeline ends when they have ended too."""
+
+    lanes: Sequence[Sequence[Phase]]
+
+
+Item = Phase | Beside | Background
+
+
+def flat(phases: Sequence[Item]) -> list[Phase]:
     """Every phase of a pipeline, those run beside others included."""
     found: list[Phase] = []
     for item in phases:
-        found += [phase for lane in item.lanes for phase in lane] if isinstance(item, Beside) else [item]
+        lanes = item.lanes if isinstance(item, Beside | Background) else [[item]]
+        found += [phase for lane in lanes for phase in lane]
     return found
 
 
@@ -214,9 +229,11 @@ BENCH_ENTRIES = "tests/integration/test_bench_entries.py"
 UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
-def test_phases() -> list[Phase | Beside]:
-    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
-    that start Kafka from it; lint; the lab's image. Then the end-to-end suite beside the molecule
+def test_phases() -> list[Item]:
+    """Lint, then the bench entries, in the background from the start to the end: nothing waits on
+    them, and they take the CPU the timed phases leave (the end-to-end suite waiting out a fault).
+    Then two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; the lab's image. Then the end-to-end suite beside the molecule
     scenarios, one after another: each runs its own lab, on its own subnet and names, and the
     end-to-end suite spends minutes waiting out its faults. The layouts tried, and what each run
     took: docs/testing.md, "How long make test takes"."""
@@ -233,9 +250,8 @@ def test_phases() -> list[Phase | Beside]:
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "--ignore", BENCH_ENTRIES, "tests/integration"),
         ),
     ]
-    # After lint, whose lane ends minutes before the integration tests: the bench entries' Spark
-    # and Kafka (local ones) beside them, not after. The cache's lock holds this lane until the
-    # other lane's cache is full; then it only re-hashes.
+    # After lint: the bench entries' Spark and Kafka (local ones). The cache's lock holds this lane
+    # until the integration lane's cache is full; then it only re-hashes.
     bench_entries = [
         ("artifact cache, once full", fill_cache),
         ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
@@ -254,12 +270,13 @@ def test_phases() -> list[Phase | Beside]:
     image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]
     e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
     return [
-        Beside([unit, integration, [*lint_phases(), *bench_entries], image]),
+        Background([[*lint_phases(), *bench_entries]]),
+        Beside([unit, integration, image]),
         Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], molecule]),
     ]
 
 
-def ops_phases() -> list[Phase | Beside]:
+def ops_phases() -> list[Item]:
     """What `make test` leaves out for time, and only that, in two lanes that share no lab (each
     molecule scenario and the end-to-end suite run their own, on their own subnets and names). The
     first lane is the end-to-end suite's `ops` scenarios (the Pis lost for good that make test does
@@ -317,7 +334,7 @@ def demo_phases() -> list[tuple[str, Step]]:
     ]
 
 
-PIPELINES: dict[str, Callable[[], Sequence[Phase | Beside]]] = {
+PIPELINES: dict[str, Callable[[], Sequence[Item]]] = {
     "test": test_phases,
     "test-ops": ops_phases,
     "demo": demo_phases,
@@ -349,42 +366,62 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
             return
 
 
-def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
-    """Every lane at once; the wall time they took together."""
-    t0 = time.monotonic()
-    titles = [" > ".join(title for title, _ in lane) for lane in beside.lanes]
-    say(f"==> [{name}] at the same time: {' | '.join(titles)}")
+def _start_lanes(
+    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, background: bool
+) -> tuple[list[threading.Thread], list[list[Result]]]:
+    """A thread per lane, started. The first lane of a Beside streams its output; every other
+    lane's, and every background lane's, is held and shown in one piece when the lane ends."""
+    titles = [" > ".join(title for title, _ in lane) for lane in lanes]
+    kind = "in the background" if background else "at the same time"
+    say(f"==> [{name}] {kind}: {' | '.join(titles)}")
 
     def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
-        if index:
+        held = background or index > 0
+        _held.background = background
+        if held:
             _held.lines = []
         try:
-            _run_lane(name, phases, index + 1, out)
+            _run_lane(name, phases, first_lane + index, out)
         finally:
-            if index:
+            if held:
                 with _print_lock:
-                    say(f"--- [{name}] lane {index + 1} ({titles[index]}), held while it ran:")
+                    say(f"--- [{name}] lane {first_lane + index} ({titles[index]}), held while it ran:")
                     sys.stdout.buffer.write(b"".join(_held.lines))
                     sys.stdout.flush()
 
-    outs: list[list[Result]] = [[] for _ in beside.lanes]
-    threads = [
-        threading.Thread(target=lane_main, args=(i, lane, outs[i])) for i, lane in enumerate(beside.lanes)
-    ]
+    outs: list[list[Result]] = [[] for _ in lanes]
+    threads = [threading.Thread(target=lane_main, args=(i, lane, outs[i])) for i, lane in enumerate(lanes)]
     for thread in threads:
         thread.start()
+    return threads, outs
+
+
+def _join_lanes(threads: list[threading.Thread], outs: list[list[Result]], results: list[Result]) -> None:
     for thread in threads:
         thread.join()
     for out in outs:
         results.extend(out)
+
+
+def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
+    """Every lane at once; the wall time they took together."""
+    t0 = time.monotonic()
+    _join_lanes(*_start_lanes(name, beside.lanes, 1, background=False), results)
     return time.monotonic() - t0
 
 
 def run_pipeline(name: str) -> int:
     results: list[Result] = []
     started = time.monotonic()
-    for item in PIPELINES[name]():
-        if isinstance(item, Beside):
+    # Lanes in the background, numbered after every lane run beside another.
+    background: list[tuple[list[threading.Thread], list[list[Result]]]] = []
+    items = PIPELINES[name]()
+    next_lane = 1 + max((len(item.lanes) for item in items if isinstance(item, Beside)), default=0)
+    for item in items:
+        if isinstance(item, Background):
+            background.append(_start_lanes(name, item.lanes, next_lane, background=True))
+            next_lane += len(item.lanes)
+        elif isinstance(item, Beside):
             wall = _run_beside(name, item, results)
             say(f"<== [{name}] lanes done in {wall:.1f}s")
             results.append(Result("(the lanes above, wall time)", wall, 0, [], 0, wall=True))
@@ -392,6 +429,10 @@ def run_pipeline(name: str) -> int:
             _run_lane(name, [item], 0, results)
         if any(r.rc for r in results):
             break
+    if background:
+        say(f"==> [{name}] waiting for the lanes in the background")
+        for threads, outs in background:
+            _join_lanes(threads, outs, results)
     say(f"\n{name}: phase times")
     for r in results:
         title = f"{'  ' if r.lane else ''}{r.title}{f' [lane {r.lane}]' if r.lane else ''}"

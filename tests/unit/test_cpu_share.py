@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from pikit_dev.cpu_share import CONTROLLER, LAB, weigh_as_one_machine
+from pikit_dev.cpu_share import (
+    BACKGROUND,
+    BACKGROUND_SHARES,
+    CONTROLLER,
+    LAB,
+    in_background,
+    weigh_as_one_machine,
+)
 
 
 def test_the_pipeline_joins_its_cgroup_and_both_weigh_the_same(tmp_path: Path) -> None:
@@ -15,6 +23,21 @@ def test_the_pipeline_joins_its_cgroup_and_both_weigh_the_same(tmp_path: Path) -
     assert (tmp_path / CONTROLLER / "cgroup.procs").read_text() == "4242\n"
     shares = {(tmp_path / name / "cpu.shares").read_text() for name in (CONTROLLER, LAB)}
     assert shares == {"1024\n"}
+    assert (tmp_path / BACKGROUND / "cpu.shares").read_text() == f"{BACKGROUND_SHARES}\n"
+
+
+def test_a_command_joins_the_background_cgroup_where_there_is_one(tmp_path: Path) -> None:
+    assert in_background(["ruff", "check"], root=tmp_path) == ["ruff", "check"]
+    (tmp_path / "cpu.shares").write_text("1024\n")
+    assert weigh_as_one_machine(pid=4242, root=tmp_path)
+    assert in_background(["ruff", "check"], root=tmp_path) == [
+        sys.executable,
+        "-m",
+        "pikit_dev.cpu_share",
+        "--",
+        "ruff",
+        "check",
+    ]
 
 
 def test_a_machine_without_a_v1_cpu_hierarchy_is_left_alone(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 from pikit_dev.targets import (
     OPS_SCENARIOS,
     PIPELINES,
+    Background,
     Beside,
     Step,
     _stream,
@@ -74,10 +75,43 @@ def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
     )
 
 
+def test_a_background_lane_runs_beside_the_later_phases_and_the_pipeline_waits_for_it(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def sh(script: str) -> Step:
+        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
+
+    # The background phase ends only once the phase after it has begun, and after the last
+    # foreground phase has ended: the pipeline must neither run it first nor stop before it ends.
+    mark = tmp_path / "begun"
+    wait = f"for i in $(seq 200); do test -e {mark} && break; sleep 0.05; done; test -e {mark}"
+    background = [("bg", sh(f"{wait}; sleep 0.5; echo bg-says-done"))]
+    monkeypatch.setitem(
+        PIPELINES,
+        "bg",
+        lambda: [Background([background]), ("fg1", sh(f"touch {mark}")), ("fg2", sh("echo fg-says-2"))],
+    )
+    assert run_pipeline("bg") == 0
+    out = capfd.readouterr().out
+    assert "in the background: bg" in out
+    assert out.index("fg-says-2") < out.index("bg-says-done"), "the later phases did not wait for it"
+    assert re.search(r"bg \[lane 1\]\s+[\d.]+s  ok", out)
+    assert "phases: 3 passed, 0 failed" in out
+
+
+def test_make_test_runs_lint_and_the_bench_entries_in_the_background() -> None:
+    items = make_test_phases()
+    background = [
+        title for item in items if isinstance(item, Background) for lane in item.lanes for title, _ in lane
+    ]
+    assert {"ansible-lint", "mypy", "bench entries"} <= set(background)
+    assert "unit tests" not in background, "their timing checks need a fair share of the CPU"
+
+
 def test_test_ops_runs_the_end_to_end_suite_beside_the_molecule_scenarios() -> None:
     """Two lanes that share no lab: both end-to-end runs (one lab name) in one, the rest in the other."""
     image, lanes = ops_phases()
-    assert not isinstance(image, Beside) and image[0] == "lab image"
+    assert not isinstance(image, Beside | Background) and image[0] == "lab image"
     assert isinstance(lanes, Beside) and len(lanes.lanes) == 2
     end_to_end, scenarios = ([title for title, _ in lane] for lane in lanes.lanes)
     assert all(title.startswith("end-to-end") for title in end_to_end) and len(end_to_end) == 2
