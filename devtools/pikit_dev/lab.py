@@ -51,12 +51,19 @@ class Node:
     suite: str | None = None
 
 
+# Each node's CPU weight among the lab containers (podman --cpu-shares, within libpod_parent: see
+# pikit_dev.cpu_share). A lab read from an inventory (the demo's, the end-to-end suite's) gets the
+# kernel's default; molecule's scenarios ask for less (tests/molecule/create.yml).
+NODE_SHARES = 1024
+
+
 @dataclass(frozen=True)
 class LabSpec:
     name: str
     subnet: str
     nodes: tuple[Node, ...]
     suite: str = DEFAULT_SUITE
+    cpu_shares: int = NODE_SHARES
 
     def validate(self) -> None:
         net = ipaddress.ip_network(self.subnet)
@@ -204,6 +211,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--ip",
                 node.ip,
                 "--systemd=always",
+                f"--cpu-shares={spec.cpu_shares}",
                 # The firewall role loads nftables rules into the node's own network namespace.
                 "--cap-add=NET_ADMIN",
                 # systemd sets up a unit's sandbox (PrivateDevices=, ProtectSystem=, PrivateTmp=)
@@ -301,6 +309,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p_up.add_argument("--arch", help="image architecture, e.g. arm64 (emulated)")
     p_up.add_argument(
+        "--cpu-shares", type=int, default=NODE_SHARES, help="each node's CPU weight beside other labs' nodes"
+    )
+    p_up.add_argument(
         "--node-arch", action="append", default=[], metavar="NAME=ARCH", help="NAME's own architecture"
     )
     p_reflash = sub.add_parser("reflash", help="start nodes again from the image, with empty disks")
@@ -328,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
                 Node(name, ip, tuple(disks.get(name, [])), arches.get(name))
                 for name, ip in (item.split("=", 1) for item in args.node)
             )
-            spec = LabSpec(args.lab, args.subnet, nodes, args.suite)
+            spec = LabSpec(args.lab, args.subnet, nodes, args.suite, args.cpu_shares)
         else:
             spec = spec_from_inventory(args.inventory)
         up(spec, args.arch)

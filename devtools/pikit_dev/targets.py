@@ -293,7 +293,10 @@ def ops_phases() -> list[Item]:
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
     # rotated): kafka/dedicated, which shares the verifier, would only repeat them on five nodes.
-    with_ops = {"PIKIT_TEST_OPS": "1"}
+    # The scenarios' nodes weigh a quarter of the end-to-end lab's (tests/molecule/create.yml): the
+    # long nemesis asserts each fault's recovery time beside them.
+    light = {"PIKIT_LAB_CPU_SHARES": "256"}
+    with_ops = {**light, "PIKIT_TEST_OPS": "1"}
     ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
     end_to_end: list[Phase] = [
@@ -312,7 +315,7 @@ def ops_phases() -> list[Item]:
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
         ),
         ("wait for the end-to-end converge and the Pis lost", _after_e2e_alone),
-        *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s)))) for r, s in OPS_SCENARIOS],
+        *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), light))) for r, s in OPS_SCENARIOS],
         # make test runs this scenario too, less its release roll-out (canary, rollback).
         (
             "molecule edge_agent/default with the agent's roll-out",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pikit_dev import lab
 from pikit_dev.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, reflash, spec_from_inventory
 
 from pikit import REPO
@@ -75,3 +76,18 @@ def test_a_node_the_lab_lacks_is_not_reflashed(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         reflash(spec, ["a", "pi-9"], "trixie")
     assert "lab t has no node pi-9" in capsys.readouterr().err
+
+
+def test_a_scenario_lab_asks_for_its_cpu_weight_and_an_inventory_lab_keeps_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[LabSpec] = []
+    monkeypatch.setattr(lab, "up", lambda spec, arch=None: started.append(spec))
+    argv = ["up", "--lab", "pikit-mol-x", "--subnet", "10.0.0.0/24", "--node", "a=10.0.0.1"]
+    lab.main([*argv, "--cpu-shares", "256"])
+    lab.main(argv)
+    assert [spec.cpu_shares for spec in started] == [256, lab.NODE_SHARES]
+    create = yaml.safe_load((REPO / "tests/molecule/create.yml").read_text())
+    start = next(task for task in create[0]["tasks"] if task["name"] == "Start the scenario's containers")
+    assert "'--cpu-shares=' ~ _cpu_shares" in start["ansible.builtin.command"]["argv"]
+    assert "PIKIT_LAB_CPU_SHARES" in create[0]["vars"]["_cpu_shares"]
