@@ -130,3 +130,5 @@ def test_the_example_inventories_pass_the_preflight_on_a_controller_without_sudo
     assert out.startswith("OK"), out[-3000:]
     assert not sudo_log.exists(), sudo_log.read_text()
     assert LAB_PREFIX in (tmp_path / "state/site.json").read_text()
+    # Once per run, after every role's validation told what its hosts serve (issue 67).
+    assert out.count("TASK [pikit : Build the site model") == 1, "the site model is built once"
