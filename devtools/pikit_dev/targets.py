@@ -326,8 +326,9 @@ def ops_phases() -> list[Item]:
     ]
     # A fresh machine builds the image once, before the lanes race to. The scenarios run in the
     # background (their controller side at half the weight, their nodes at a quarter): beside
-    # molecule kafka/default at full weight, the long nemesis's driver cuts recovered in 89-117 s and
-    # its commit-killed faults in 72-91 s, against 9-16 s and 24-25 s with the machine to itself.
+    # molecule kafka/default, its nodes at a quarter but its producers and playbooks at the
+    # pipeline's weight, the long nemesis's driver cuts recovered in 89-117 s and its commit-killed
+    # faults in 72-91 s, against 9-16 s and 24-25 s with the machine to itself (ad44cef).
     return [
         ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
         Background([scenarios]),
