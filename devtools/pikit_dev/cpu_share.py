@@ -34,7 +34,8 @@ BACKGROUND_SHARES = 512
 
 def weigh_as_one_machine(pid: int | None = None, root: Path = CPU_CGROUPS) -> bool:
     """Move `pid` (this process) and the children it starts from now on into the controller's
-    cgroup, and give it and the lab's the same weight. False where this machine has no cgroup v1
+    cgroup, give it and the lab's the same weight, and make the background cgroup at half of it
+    (in_background). False where this machine has no cgroup v1
     cpu hierarchy or it is not writable (cgroup v2, systemd's slices, no root): nothing changes."""
     if not (root / "cpu.shares").exists():
         return False

@@ -146,8 +146,9 @@ def _progress(name: str, *argv: str) -> Step:
     return step
 
 
-# Touched by the end-to-end suite once the scenarios it runs alone have ended (tests/e2e/harness.py,
-# done_alone): its converge, and the drivers' Pi lost, taken over and replaced.
+# Touched by the end-to-end suite once the scenarios it runs alone (marked `alone`) have ended
+# (tests/e2e/harness.py, done_alone): in make test its converge and the drivers' Pi lost, taken over
+# and replaced; in make test-ops its converge and the standby's and the master's Pis lost.
 E2E_ALONE_DONE = lab_home() / "e2e-alone-done"
 ALONE_WAIT_S = 1800.0
 
