@@ -220,8 +220,6 @@ def lint_phases() -> list[tuple[str, Step]]:
     ]
 
 
-# Molecule scenarios of a few minutes that need no Kafka: they run after the others.
-LIGHT_SCENARIOS = {"molecule common/default", "molecule firewall/default", "molecule pi_base/default"}
 # Each pytest phase names its ten slowest tests, so that the next slow one shows itself.
 DURATIONS = "--durations=10"
 # Every bench entry at a tiny size (an integration test, in its own lane in make test).
@@ -263,8 +261,8 @@ def test_phases() -> list[Item]:
     # After the end-to-end converge and the drivers' Pi lost and replaced, beside the suite's other
     # faults, whose waits leave a core idle: beside the converge, molecule edge_agent/default and the
     # converge each took four times as long as alone (890 s against 191 s); beside molecule's lane,
-    # the standby's takeover took 138 s (50-70 s alone). The heaviest first, the light ones last.
-    molecule.sort(key=lambda phase: (phase[0] in LIGHT_SCENARIOS, phase[0] != "molecule edge_agent/default"))
+    # the standby's takeover took 138 s (50-70 s alone). The heaviest first.
+    molecule.sort(key=lambda phase: phase[0] != "molecule edge_agent/default")
     molecule.insert(0, ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaTimeoutError
+from testinfra.utils.ansible_runner import AnsibleRunner
 
 from pikit import REPO
 
@@ -236,3 +238,23 @@ def scenario_nodes() -> list[tuple[str, str, str]]:
 def scenario_pki() -> Path:
     """The scenario's controller-side PKI (PIKIT_STATE_DIR, which molecule.yml sets)."""
     return Path(os.environ.get("PIKIT_STATE_DIR", "/nonexistent")) / "pki"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the scenario's inventory, as the verifiers name it: never by the scenario's
+    container names, which another scenario (or the end-to-end lab) names otherwise."""
+
+    name: str
+    address: str
+    groups: frozenset[str]
+
+
+def inventory_nodes(inventory: str) -> list[Node]:
+    """Every node of the inventory molecule hands testinfra (--ansible-inventory)."""
+    runner = AnsibleRunner.get_runner(inventory)
+    found = []
+    for name in runner.get_hosts("all"):
+        variables = runner.get_variables(name)
+        found.append(Node(name, str(variables["ansible_host"]), frozenset(variables["group_names"])))
+    return found

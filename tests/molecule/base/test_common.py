@@ -1,4 +1,4 @@
-"""Verify the common role on every lab node (testinfra, run by molecule verify)."""
+"""The common role on every node of the scenario (testinfra, run by molecule verify)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pikit_testkit.molecule_lab import Node
 
 from pikit.prometheus import Sample, scrape, value, values
 
 JVM_GROUPS = {"kafka_controller", "kafka_broker", "spark_master", "spark_worker"}
-# The scenario's nodes (molecule.yml).
-ADDRESSES = {"common-kafka": "10.89.78.11", "common-spark": "10.89.78.12", "common-edge": "10.89.78.13"}
 USER_GROUPS = {
     "kafka": {"kafka_controller", "kafka_broker"},
     "spark": {"spark_master", "spark_worker"},
@@ -54,12 +53,13 @@ def test_service_user_and_data_dir(host: Any, groups: set[str], user: str) -> No
         assert f"{user}\thard\tnofile\t20000" in limits
 
 
-def test_etc_hosts_lists_every_node(host: Any) -> None:
+def test_etc_hosts_lists_every_node(host: Any, nodes: list[Node]) -> None:
     hosts = host.file("/etc/hosts").content_string
     assert "127.0.0.1\tlocalhost" in hosts
-    for name, ip in ADDRESSES.items():
-        assert f"{ip}\t{name}" in hosts
-        assert host.addr(name).ip_addresses == [ip] or ip in host.addr(name).ip_addresses
+    for other in nodes:
+        assert f"{other.address}\t{other.name}" in hosts
+        addresses = host.addr(other.name).ip_addresses
+        assert addresses == [other.address] or other.address in addresses
 
 
 def test_chrony_running_without_clock_control(host: Any) -> None:
@@ -94,25 +94,26 @@ def test_ssh_password_logins_off(host: Any) -> None:
     assert "allowusers pi" in effective  # common_ssh_allow_users in the lab
 
 
-def _node_metrics(host: Any) -> list[Sample]:
-    address = ADDRESSES[host.ansible.get_variables()["inventory_hostname"]]
-    return scrape(f"http://{address}:9100/metrics", timeout=20)
+def _node_metrics(node: Node) -> list[Sample]:
+    return scrape(f"http://{node.address}:9100/metrics", timeout=20)
 
 
-def test_node_exporter_serves_disk_and_memory_on_the_cluster_address_only(host: Any) -> None:
-    samples = _node_metrics(host)
+def test_node_exporter_serves_disk_and_memory_on_the_cluster_address_only(host: Any, node: Node) -> None:
+    samples = _node_metrics(node)
     assert values(samples, "node_filesystem_avail_bytes"), "no filesystem metrics"
     assert (value(samples, "node_memory_MemTotal_bytes") or 0) > 0
     assert host.run("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9100), 5)\"").rc != 0
 
 
-def test_pi_throttling_flags_are_absent_without_a_pi_and_read_from_vcgencmd_on_one(host: Any) -> None:
-    assert value(_node_metrics(host), "pi_throttled", flag="throttled_now") is None
+def test_pi_throttling_flags_are_absent_without_a_pi_and_read_from_vcgencmd_on_one(
+    host: Any, node: Node
+) -> None:
+    assert value(_node_metrics(node), "pi_throttled", flag="throttled_now") is None
     fake = "/usr/local/bin/vcgencmd"
     host.run(f"printf '#!/bin/sh\\necho throttled=0x50005\\n' > {fake} && chmod 755 {fake}")
     try:
         assert host.run("systemctl start pikit-pi-throttled.service").rc == 0
-        samples = _node_metrics(host)
+        samples = _node_metrics(node)
         flags = {s.labels["flag"]: s.value for s in samples if s.name == "pi_throttled"}
         assert flags == {
             "under_voltage_now": 1,
@@ -127,17 +128,17 @@ def test_pi_throttling_flags_are_absent_without_a_pi_and_read_from_vcgencmd_on_o
     finally:
         host.run(f"rm -f {fake}")
     assert host.run("systemctl start pikit-pi-throttled.service").rc == 0
-    assert value(_node_metrics(host), "pi_throttled", flag="throttled_now") is None
+    assert value(_node_metrics(node), "pi_throttled", flag="throttled_now") is None
     assert host.service("pikit-pi-throttled.timer").is_enabled
 
 
-def test_certificate_expiry_is_read_from_what_the_pki_role_lists(host: Any) -> None:
+def test_certificate_expiry_is_read_from_what_the_pki_role_lists(host: Any, node: Node) -> None:
     root = "/etc/ssl/certs/ISRG_Root_X1.pem"  # Debian's ca-certificates: expires 2035-06-04 11:04:38 UTC
     listing = "/etc/pikit/certificates.d/molecule.list"
     host.run(f"mkdir -p /etc/pikit/certificates.d && printf '{root}\\n/etc/pikit/missing.crt\\n' > {listing}")
     try:
         assert host.run("systemctl start pikit-cert-expiry.service").rc == 0
-        samples = _node_metrics(host)
+        samples = _node_metrics(node)
         subject = "CN=ISRG Root X1,O=Internet Security Research Group,C=US"
         expiry = value(samples, "pikit_certificate_expiry_timestamp_seconds", path=root, subject=subject)
         assert expiry == 2064567878, expiry
@@ -146,23 +147,26 @@ def test_certificate_expiry_is_read_from_what_the_pki_role_lists(host: Any) -> N
     finally:
         host.run(f"rm -f {listing}")
     assert host.run("systemctl start pikit-cert-expiry.service").rc == 0
-    assert values(_node_metrics(host), "pikit_certificate_readable") == []
+    # What the kit's own roles list (a Kafka node's and a device's certificates) stays.
+    after = _node_metrics(node)
+    assert value(after, "pikit_certificate_readable", path=root) is None
+    assert value(after, "pikit_certificate_readable", path="/etc/pikit/missing.crt") is None
     assert host.service("pikit-cert-expiry.timer").is_enabled
 
 
-def test_a_failed_kit_unit_is_reported_until_it_is_reset(host: Any) -> None:
+def test_a_failed_kit_unit_is_reported_until_it_is_reset(host: Any, node: Node) -> None:
     """pikit-unit-state asks systemd from inside its sandbox: a kit unit that failed (here a
     transient oneshot that exits 3) reads 1, and 0 once it no longer fails."""
     unit = "pikit-molecule-fails"
     assert host.run(f"systemd-run --unit={unit} --service-type=oneshot /bin/sh -c 'exit 3'").rc != 0
     try:
         assert host.run("systemctl start pikit-unit-state.service").rc == 0
-        samples = _node_metrics(host)
+        samples = _node_metrics(node)
         assert value(samples, "pikit_unit_failed", unit=unit) == 1
         assert value(samples, "pikit_unit_failed", unit="pikit-cert-expiry") == 0
         assert (value(samples, "pikit_unit_state_timestamp_seconds") or 0) > 0
     finally:
         host.run(f"systemctl reset-failed {unit}.service")
     assert host.run("systemctl start pikit-unit-state.service").rc == 0
-    assert value(_node_metrics(host), "pikit_unit_failed", unit=unit) is None
+    assert value(_node_metrics(node), "pikit_unit_failed", unit=unit) is None
     assert host.service("pikit-unit-state.timer").is_enabled
