@@ -229,13 +229,12 @@ UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
 def test_phases() -> list[Item]:
-    """Lint, then the bench entries, in the background from the start to the end: nothing waits on
-    them, and they take the CPU the timed phases leave (the end-to-end suite waiting out a fault).
-    Then two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
-    that start Kafka from it; the lab's image. Then the end-to-end suite beside the molecule
-    scenarios, one after another: each runs its own lab, on its own subnet and names, and the
-    end-to-end suite spends minutes waiting out its faults. The layouts tried, and what each run
-    took: docs/testing.md, "How long make test takes"."""
+    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; the lab's image, then lint. Then the end-to-end suite beside the
+    other lane: once the suite's scenarios that run alone have run, the molecule scenarios (one,
+    which runs its own lab on its own subnet and names), then the bench entries, beside the
+    suite's faults, whose waits leave a core idle. The layouts tried, and what each run took:
+    docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
     unit = [
@@ -249,29 +248,27 @@ def test_phases() -> list[Item]:
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "--ignore", BENCH_ENTRIES, "tests/integration"),
         ),
     ]
-    # After lint: the bench entries' Spark and Kafka (local ones). The cache's lock holds this lane
-    # until the integration lane's cache is full; then it only re-hashes.
-    bench_entries = [
-        ("artifact cache, once full", fill_cache),
-        ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
-    ]
-    molecule = [
-        (f"molecule {r}/{s}", _molecule(r, s)) for r, s in molecule_scenarios() if (r, s) not in OPS_SCENARIOS
-    ]
-    # After the end-to-end converge and the drivers' Pi lost and replaced, beside the suite's other
-    # faults, whose waits leave a core idle: beside the converge, molecule edge_agent/default and the
-    # converge each took four times as long as alone (890 s against 191 s); beside molecule's lane,
-    # the standby's takeover took 138 s (50-70 s alone). The heaviest first.
-    molecule.sort(key=lambda phase: phase[0] != "molecule edge_agent/default")
-    molecule.insert(0, ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone))
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
     # so that no two labs of the second set race to build it.
-    image = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image"))]
+    image_then_lint = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")), *lint_phases()]
+    # After the end-to-end converge and the drivers' Pi lost and replaced: beside the converge,
+    # molecule edge_agent/default and the converge each took four times as long as alone (890 s
+    # against 191 s); beside molecule's lane, the standby's takeover took 138 s (50-70 s alone).
+    # Lint and the bench entries ran in the background from the start at 2516e2e, and CI took 80 s
+    # longer than the run before: they reached into the scenarios that run alone.
+    after_alone: list[Phase] = [
+        ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone),
+        *[
+            (f"molecule {r}/{s}", _molecule(r, s))
+            for r, s in molecule_scenarios()
+            if (r, s) not in OPS_SCENARIOS
+        ],
+        ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
+    ]
     e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
     return [
-        Background([[*lint_phases(), *bench_entries]]),
-        Beside([unit, integration, image]),
-        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], molecule]),
+        Beside([unit, integration, image_then_lint]),
+        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], after_alone]),
     ]
 
 

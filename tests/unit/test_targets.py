@@ -99,13 +99,14 @@ def test_a_background_lane_runs_beside_the_later_phases_and_the_pipeline_waits_f
     assert "phases: 3 passed, 0 failed" in out
 
 
-def test_make_test_runs_lint_and_the_bench_entries_in_the_background() -> None:
-    items = make_test_phases()
-    background = [
-        title for item in items if isinstance(item, Background) for lane in item.lanes for title, _ in lane
-    ]
-    assert {"ansible-lint", "mypy", "bench entries"} <= set(background)
-    assert "unit tests" not in background, "their timing checks need a fair share of the CPU"
+def test_make_test_runs_lint_first_and_the_bench_entries_once_the_alone_scenarios_ran() -> None:
+    first, second = make_test_phases()
+    assert isinstance(first, Beside) and isinstance(second, Beside)
+    assert "ansible-lint" in {title for lane in first.lanes for title, _ in lane}
+    e2e, after_alone = second.lanes
+    assert [title for title, _ in e2e] == ["end-to-end (site.yml on the lab)"]
+    titles = [title for title, _ in after_alone]
+    assert titles[0].startswith("wait for the end-to-end converge") and titles[-1] == "bench entries"
 
 
 def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_in_the_background() -> None:

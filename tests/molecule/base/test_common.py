@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pikit_testkit.molecule_lab import Node
 
+from pikit import REPO
 from pikit.prometheus import Sample, scrape, value, values
 
-JVM_GROUPS = {"kafka_controller", "kafka_broker", "spark_master", "spark_worker"}
-USER_GROUPS = {
-    "kafka": {"kafka_controller", "kafka_broker"},
-    "spark": {"spark_master", "spark_worker"},
-    "edge-agent": {"edge"},
-}
+# What the role's interface says (its defaults; the lab's inventory keeps them).
+_DEFAULTS = yaml.safe_load((REPO / "roles/common/defaults/main.yml").read_text())
+JVM_GROUPS = set(_DEFAULTS["common_java_groups"])
+USER_GROUPS = {user["name"]: set(user["groups"]) for user in _DEFAULTS["common_service_users"]}
 
 
 @pytest.fixture()
