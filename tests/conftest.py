@@ -65,6 +65,21 @@ def run_playbook(
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def render_fixture(
+    tmp_path: Path, playbook: str, children: dict[str, Any], roles: tuple[str, ...], extra: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """tests/unit/fixtures/<playbook> on an inventory of `children`, its files rendered into
+    `tmp_path`, with `extra` as extra vars: include_vars (the roles' defaults) outranks inventory
+    vars. The roles' vars call their filters, so outside a play of a role say where they are."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": children}}))
+    filters = os.pathsep.join(str(REPO / "roles" / role / "filter_plugins") for role in roles)
+    env = {**os.environ, **CONTROLLER_ONLY, "ANSIBLE_FILTER_PLUGINS": filters}
+    argv = [REPO / ".venv/bin/ansible-playbook", "-i", inventory, REPO / "tests/unit/fixtures" / playbook]
+    argv += ["-e", f"out_dir={tmp_path}", "-e", f"pikit_state_dir={tmp_path}/state", "-e", json.dumps(extra)]
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, check=False)
+
+
 def run_on_controller(playbook: Path, *extra_vars: str) -> subprocess.CompletedProcess[str]:
     """A playbook whose plays target the controller (localhost), run from the kit's checkout
     with the venv's Python, each of `extra_vars` passed with -e."""

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pikit import REPO
-from tests.conftest import CONTROLLER_ONLY, run_preflight
+from tests.conftest import render_fixture, run_preflight
 
 COMBINED: dict[str, object] = {
     "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
@@ -26,33 +22,7 @@ DEDICATED: dict[str, object] = {
 def render(
     tmp_path: Path, children: dict[str, object], extra: dict[str, object] | None = None
 ) -> dict[str, dict[str, str]]:
-    inventory = tmp_path / "hosts.yml"
-    # include_vars (the role's defaults) outranks inventory vars, so overrides go in as extra vars.
-    inventory.write_text(yaml.safe_dump({"all": {"children": children}}))
-    env = {
-        **os.environ,
-        **CONTROLLER_ONLY,
-        # The role's vars call its filters; outside a play of the role, say where they are.
-        "ANSIBLE_FILTER_PLUGINS": str(REPO / "roles/kafka/filter_plugins"),
-    }
-    proc = subprocess.run(
-        [
-            REPO / ".venv/bin/ansible-playbook",
-            "-i",
-            inventory,
-            REPO / "tests/unit/fixtures/render_kafka.yml",
-            "-e",
-            f"out_dir={tmp_path}",
-            "-e",
-            f"pikit_state_dir={tmp_path}/state",
-            "-e",
-            json.dumps(extra or {}),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    proc = render_fixture(tmp_path, "render_kafka.yml", children, ("kafka",), extra or {})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rendered = {}
     for path in tmp_path.glob("*.properties"):

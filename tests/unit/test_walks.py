@@ -6,15 +6,11 @@ app's command line. (tests/unit/test_names.py: the programs that restate the def
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tomllib
 from pathlib import Path
 
-import yaml
-
-from pikit import REPO
-from tests.conftest import CONTROLLER_ONLY
+from tests.conftest import render_fixture
 
 CHILDREN: dict[str, object] = {
     "kafka_controller": {"hosts": {f"pi-{i}": {"ansible_host": f"127.0.0.{10 + i}"} for i in (1, 2, 3)}},
@@ -27,21 +23,7 @@ CHILDREN: dict[str, object] = {
 
 
 def render(tmp_path: Path, site: dict[str, object]) -> subprocess.CompletedProcess[str]:
-    inventory = tmp_path / "hosts.yml"
-    # include_vars (the roles' defaults) outranks inventory vars, so the site's go in as extra vars.
-    inventory.write_text(yaml.safe_dump({"all": {"children": CHILDREN}}))
-    env = {
-        **os.environ,
-        **CONTROLLER_ONLY,
-        # The roles' vars call their filters; outside a play of the role, say where they are.
-        "ANSIBLE_FILTER_PLUGINS": os.pathsep.join(
-            str(REPO / "roles" / role / "filter_plugins") for role in ("pikit", "spark", "edge_agent")
-        ),
-    }
-    playbook = REPO / "tests/unit/fixtures/render_walk.yml"
-    argv = [REPO / ".venv/bin/ansible-playbook", "-i", inventory, playbook]
-    argv += ["-e", f"out_dir={tmp_path}", "-e", f"pikit_state_dir={tmp_path}/state", "-e", json.dumps(site)]
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, check=False)
+    return render_fixture(tmp_path, "render_walk.yml", CHILDREN, ("pikit", "spark", "edge_agent"), site)
 
 
 def test_the_readings_topic_and_the_client_port_reach_the_agent_and_the_app(tmp_path: Path) -> None:
