@@ -171,25 +171,6 @@ def _after_e2e_alone(tail: list[str]) -> int:
     return 0
 
 
-class Milestone:
-    """A step that lanes pass: once `lanes` have passed it (or ended before it), it touches `path`,
-    for which a process in another lane waits. A lane that fails passes its milestones as it ends,
-    so that no one waits on a lane that will never reach them."""
-
-    def __init__(self, path: Path, lanes: int) -> None:
-        self.path, self.left = path, lanes
-        self._lock = threading.Lock()
-        path.unlink(missing_ok=True)
-
-    def __call__(self, tail: list[str]) -> int:
-        with self._lock:
-            self.left -= 1
-            if self.left == 0:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.path.touch()
-        return 0
-
-
 def _molecule(role: str, scenario: str, env: dict[str, str] | None = None) -> Step:
     return lambda tail: _stream(["molecule", "test", "-s", scenario], REPO / "roles" / role, tail, env)
 
@@ -251,63 +232,42 @@ INTEGRATION_AFTER_LINT = ("tests/integration/test_transactional_sink.py", "tests
 UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
-# Touched once the first set's lanes (unit, integration, lint) have ended: the end-to-end suite
-# converges its lab beside them and holds its next scenario until then (harness.py, CONVERGED_HOLD_ENV).
-FIRST_SET_DONE = lab_home() / "first-set-done"
-# The variable that names it to the suite.
-CONVERGED_HOLD_ENV = "PIKIT_E2E_HOLD_UNTIL"
-
-
 def test_phases() -> list[Item]:
-    """One set of four lanes. The first: the lab's image and the artifact cache, then the
-    end-to-end suite, which converges its lab beside the next three and holds its scenarios until
-    they end (FIRST_SET_DONE). The unit tests; the integration tests that start Kafka from the
-    cache; lint, then the rest of the integration tests, then, once the suite's scenarios that run
-    alone have run, the molecule scenarios (one, which runs its own lab on its own subnet and
-    names) and the bench entries, beside the suite's faults, whose waits leave a core idle. The
-    layouts tried, and what each run took: docs/testing.md, "How long make test takes"."""
+    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; the lab's image, lint, then the rest of the integration tests. Then
+    the end-to-end suite beside the other lane: once the suite's scenarios that run alone have run,
+    the molecule scenarios (one, which runs its own lab on its own subnet and names), then the
+    bench entries, beside the suite's faults, whose waits leave a core idle. The layouts tried,
+    and what each run took: docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
-    first_set = Milestone(FIRST_SET_DONE, lanes=3)
-    first_set_done: Phase = ("the first set done: the end-to-end scenarios may start", first_set)
-    fill_cache = _cmd(python, "-m", "pikit.artifacts")
-    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
-    # so that no two labs race to build it; the cache's lock holds the integration lane meanwhile.
-    # The converge took 305-317 s alone after the first set (5922701, 2a889f3, 386b32f), while the
-    # first set left the machine 22 % idle (271 core-seconds at 2a889f3).
-    end_to_end = [
-        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        ("artifact cache", fill_cache),
-        (
-            "end-to-end (site.yml on the lab)",
-            _e2e(
-                "-m",
-                "not ops and not migration",
-                env={**_e2e_alone_env(), CONVERGED_HOLD_ENV: str(FIRST_SET_DONE)},
-            ),
-        ),
-    ]
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
-    unit_tests = _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS)
-    unit = [("unit tests", unit_tests), first_set_done]
+    unit = [
+        ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS))
+    ]
+    fill_cache = _cmd(python, "-m", "pikit.artifacts")
     ignored = [arg for path in (BENCH_ENTRIES, *INTEGRATION_AFTER_LINT) for arg in ("--ignore", path)]
     integration = [
-        ("artifact cache, once full", fill_cache),
+        ("artifact cache", fill_cache),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, *ignored, "tests/integration")),
-        first_set_done,
     ]
-    # After the end-to-end converge and the drivers' Pi lost and replaced: beside the converge,
-    # molecule edge_agent/default and the converge each took four times as long as alone (890 s
-    # against 191 s); beside molecule's lane, the standby's takeover took 138 s (50-70 s alone).
-    # Lint and the bench entries ran in the background from the start at 2516e2e, and CI took 80 s
-    # longer than the run before: they reached into the scenarios that run alone.
-    lint_then_labs = [
+    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
+    # so that no two labs of the second set race to build it. Then lint, then a share of the
+    # integration tests, once the other lane's cache is full (its lock holds this lane until then).
+    image_then_lint = [
+        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
         *lint_phases(),
         ("artifact cache, once full", fill_cache),
         (
             "integration tests: the sink's transactions, the mirror",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, *INTEGRATION_AFTER_LINT),
         ),
-        first_set_done,
+    ]
+    # After the end-to-end converge and the drivers' Pi lost and replaced: beside the converge,
+    # molecule edge_agent/default and the converge each took four times as long as alone (890 s
+    # against 191 s); beside molecule's lane, the standby's takeover took 138 s (50-70 s alone).
+    # Lint and the bench entries ran in the background from the start at 2516e2e, and CI took 80 s
+    # longer than the run before: they reached into the scenarios that run alone.
+    after_alone: list[Phase] = [
         ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone),
         *[
             (f"molecule {r}/{s}", _molecule(r, s))
@@ -316,7 +276,11 @@ def test_phases() -> list[Item]:
         ],
         ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
     ]
-    return [Beside([end_to_end, unit, integration, lint_then_labs])]
+    e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
+    return [
+        Beside([unit, integration, image_then_lint]),
+        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], after_alone]),
+    ]
 
 
 def ops_phases() -> list[Item]:
@@ -410,7 +374,7 @@ class Result:
 
 def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
     """The phases one after another, until one fails."""
-    for index, (title, step) in enumerate(phases):
+    for title, step in phases:
         _say(f"==> [{name}] {title}")
         t0 = time.monotonic()
         tail: list[str] = []
@@ -419,9 +383,6 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
         results.append(Result(title, elapsed, rc, tail, lane))
         _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
         if rc != 0:
-            for _, later in phases[index + 1 :]:
-                if isinstance(later, Milestone):
-                    later([])
             return
 
 

@@ -87,13 +87,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     os.environ[harness.ALONE_UNTIL_ENV] = selected[-1] if selected else ""
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Every scenario after the converge starts once the machine's other lanes let it
-    (harness.hold_until_the_machine_is_free)."""
-    if item.originalname != ORDER[0]:  # type: ignore[attr-defined]
-        harness.hold_until_the_machine_is_free()
-
-
 FAILED = pytest.StashKey[bool]()
 
 

@@ -26,7 +26,6 @@ from pikit_contract import signing
 from pikit_contract.names import spark_batches_topic
 from pikit_contract.readings import Reading
 from pikit_dev import lab_image
-from pikit_dev.targets import CONVERGED_HOLD_ENV
 from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
@@ -177,26 +176,6 @@ class Site:
 # The environment variable that names the last selected scenario marked `alone` (conftest.py
 # sets it once `-m` has deselected what the run leaves out).
 ALONE_UNTIL_ENV = "PIKIT_E2E_ALONE_UNTIL"
-
-
-# make test converges this lab beside its first set of lanes (unit, integration, lint) and touches
-# the file named by CONVERGED_HOLD_ENV when they end: the scenarios after the converge wait for it,
-# so that the Pis lost for good still run with the machine to themselves.
-HOLD_BOUND_S = 1800.0
-
-
-def hold_until_the_machine_is_free() -> None:
-    """Wait for PIKIT_E2E_HOLD_UNTIL's file, at most HOLD_BOUND_S; without the variable, return."""
-    path = os.environ.get(CONVERGED_HOLD_ENV)
-    if not path:
-        return
-    deadline = time.monotonic() + HOLD_BOUND_S
-    began = time.monotonic()
-    while not Path(path).exists():
-        assert time.monotonic() < deadline, f"{path} not touched in {HOLD_BOUND_S:.0f} s: a lane hung"
-        time.sleep(2)
-    print(f"\n[hold] the converged lab waited {time.monotonic() - began:.0f} s for the machine's other lanes")
-    os.environ.pop(CONVERGED_HOLD_ENV)
 
 
 def done_alone() -> None:

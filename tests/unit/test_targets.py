@@ -11,7 +11,6 @@ from pikit_dev.targets import (
     PIPELINES,
     Background,
     Beside,
-    Milestone,
     Step,
     _stream,
     failure_digest,
@@ -100,41 +99,14 @@ def test_a_background_lane_runs_beside_the_later_phases_and_the_pipeline_waits_f
     assert "phases: 3 passed, 0 failed" in out
 
 
-def test_make_test_converges_the_end_to_end_lab_beside_the_first_set_then_runs_the_rest() -> None:
-    (only,) = make_test_phases()
-    assert isinstance(only, Beside)
-    e2e, unit, integration, lint = ([title for title, _ in lane] for lane in only.lanes)
-    assert e2e == ["lab image", "artifact cache", "end-to-end (site.yml on the lab)"]
-    done = "the first set done: the end-to-end scenarios may start"
-    assert unit[-1] == integration[-1] == done and unit[0] == "unit tests"
-    assert lint[0] == "yamllint" and "ansible-lint" in lint
-    after = lint[lint.index(done) + 1 :]
-    assert after[0].startswith("wait for the end-to-end converge") and after[-1] == "bench entries"
-    milestones = [step for lane in only.lanes for _, step in lane if isinstance(step, Milestone)]
-    assert len(milestones) == 3 and len({id(m) for m in milestones}) == 1 and milestones[0].left == 3
-
-
-def test_a_milestone_is_touched_once_every_lane_passed_it_or_failed_before_it(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    def sh(script: str) -> Step:
-        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
-
-    mark = tmp_path / "done"
-    milestone = Milestone(mark, lanes=2)
-    # The waiting lane gives up after 10 s: a milestone that a failed lane never passed would hold it.
-    wait = (
-        f"for i in $(seq 200); do test -e {mark} && break; sleep 0.05; done; test -e {mark} && echo went-on"
-    )
-    lanes = [
-        [("waits", sh(wait))],
-        [("fails", sh("exit 3")), ("passes", milestone)],
-        [("ok", sh("true")), ("passes", milestone)],
-    ]
-    monkeypatch.setitem(PIPELINES, "milestone", lambda: [Beside(lanes)])
-    assert run_pipeline("milestone") == 1
-    out = capfd.readouterr().out
-    assert "went-on" in out and mark.exists() and milestone.left == 0
+def test_make_test_runs_lint_first_and_the_bench_entries_once_the_alone_scenarios_ran() -> None:
+    first, second = make_test_phases()
+    assert isinstance(first, Beside) and isinstance(second, Beside)
+    assert "ansible-lint" in {title for lane in first.lanes for title, _ in lane}
+    e2e, after_alone = second.lanes
+    assert [title for title, _ in e2e] == ["end-to-end (site.yml on the lab)"]
+    titles = [title for title, _ in after_alone]
+    assert titles[0].startswith("wait for the end-to-end converge") and titles[-1] == "bench entries"
 
 
 def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_in_the_background() -> None:
