@@ -18,19 +18,14 @@ JVM_GROUPS = set(_DEFAULTS["common_java_groups"])
 USER_GROUPS = {user["name"]: set(user["groups"]) for user in _DEFAULTS["common_service_users"]}
 
 
-@pytest.fixture()
-def groups(host: Any) -> set[str]:
-    return set(host.ansible.get_variables()["group_names"])
-
-
 # Raspberry Pi OS's Java, by Debian release: Bookworm (12) 17, Trixie (13) 21.
 JAVA_BY_RELEASE = {"12": "17", "13": "21"}
 
 
-def test_java_only_on_jvm_nodes(host: Any, groups: set[str]) -> None:
+def test_java_only_on_jvm_nodes(host: Any, node: Node) -> None:
     java_major = JAVA_BY_RELEASE[host.system_info.release.split(".")[0]]
     java = host.run("java -version")
-    if groups & JVM_GROUPS:
+    if node.groups & JVM_GROUPS:
         assert java.rc == 0, java.stderr
         assert f'version "{java_major}.' in java.stderr
     else:
@@ -39,8 +34,8 @@ def test_java_only_on_jvm_nodes(host: Any, groups: set[str]) -> None:
 
 
 @pytest.mark.parametrize("user", sorted(USER_GROUPS))
-def test_service_user_and_data_dir(host: Any, groups: set[str], user: str) -> None:
-    wanted = bool(groups & USER_GROUPS[user])
+def test_service_user_and_data_dir(host: Any, node: Node, user: str) -> None:
+    wanted = bool(node.groups & USER_GROUPS[user])
     assert host.user(user).exists == wanted
     data = host.file(f"/srv/pikit/{user}")
     assert data.exists == wanted

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pikit_testkit.molecule_lab import Node
+
 
 def test_the_journal_is_capped_and_journald_runs_with_it(host: Any) -> None:
     conf = host.file("/etc/systemd/journald.conf.d/90-pikit.conf")
@@ -13,9 +15,9 @@ def test_the_journal_is_capped_and_journald_runs_with_it(host: Any) -> None:
     assert host.service("systemd-journald").is_running
 
 
-def test_the_memory_cgroup_is_enabled_on_a_spark_node_that_has_a_cmdline(host: Any) -> None:
+def test_the_memory_cgroup_is_enabled_on_a_spark_node_that_has_a_cmdline(host: Any, node: Node) -> None:
     cmdline = host.file("/boot/firmware/cmdline.txt")
-    if "spark_master" not in host.ansible.get_variables()["group_names"]:
+    if "spark_master" not in node.groups:
         assert not cmdline.exists
         return
     tokens = cmdline.content_string.split()
