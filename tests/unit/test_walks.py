@@ -10,6 +10,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+from pikit_spark.common import read_properties
+
 from tests.conftest import render_fixture
 
 CHILDREN: dict[str, object] = {
@@ -36,11 +38,8 @@ def test_the_readings_topic_and_the_client_port_reach_the_agent_and_the_app(tmp_
     assert agent["bootstrap_servers"] == brokers
 
     for driver in ("pi-2", "pi-3"):
-        client = dict(
-            line.split("=", 1)
-            for line in (tmp_path / f"{driver}.properties").read_text().splitlines()
-            if line and not line.startswith("#")
-        )
+        # Read as the apps read it.
+        client = read_properties(str(tmp_path / f"{driver}.properties"))
         assert client["bootstrap.servers"] == ",".join(brokers)
         argv = json.loads((tmp_path / f"{driver}.argv.json").read_text())
         assert argv[argv.index("--readings-topic") + 1] == "site-readings", argv
