@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
+from pikit_testkit.modules import from_file
+
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def _source_at(commit: str, path: str) -> str:

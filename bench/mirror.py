@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ansible_collections.pikit.cluster.plugins.module_utils import mirror_lag
 from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 from pikit_testkit.mirror import difference, records
 from pikit_testkit.mirror_pair import Clusters, mirror_pair
 
 from bench.proc import status_kib
 from pikit import REPO
-from pikit.connect import mirror_lag
 
 SITE = "greenhouse"
 # Bytes per record: an aggregate of sensor_aggregates' output, and 100 readings of 103 bytes in the

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.pikit.cluster.plugins.module_utils import mirror_lag
 from ansible_collections.pikit.cluster.plugins.modules import kafka_admin, kafka_connectors
 from cryptography import x509
 from kafka import KafkaConsumer, TopicPartition
@@ -35,7 +36,6 @@ from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 from pikit_contract.signing import Keyring, read_site_secret, verdict
 
 from pikit import revocation
-from pikit.connect import mirror_lag
 from pikit.prometheus import scrape, values
 from pikit.site import Site, listening_brokers
 from pikit.site_model import driver_pis

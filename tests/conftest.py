@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 from ansible.plugins.loader import init_plugin_loader
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 # The tests import the pikit.cluster collection's modules (ansible_collections.pikit.cluster) as
 # Ansible does, through its collection loader: imported as a plain namespace package first, it

@@ -14,10 +14,10 @@ from ansible_collections.pikit.cluster.plugins.modules import kafka_admin
 from pikit_contract.readings import READINGS_TOPIC
 
 from pikit import REPO
-from pikit.modules import from_file
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.connect import GROUP, LocalWorker
+from pikit_testkit.modules import from_file
 
 kafka_filters = from_file("kafka_filters", REPO / "roles/kafka/filter_plugins/kafka_filters.py")
 connect_filters = from_file("connect_filters", REPO / "roles/connect/filter_plugins/connect_filters.py")

@@ -7,9 +7,9 @@ import uuid
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 seen = from_file("agent_release_seen", REPO / "roles/edge_agent/library/agent_release_seen.py")
 

@@ -16,9 +16,9 @@ from kafka import KafkaProducer
 from pikit_testkit.broker import LocalBroker, free_port
 from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.connect import GROUP, LocalWorker, OneWorkerSite
+from pikit_testkit.modules import from_file
 
 from pikit import REPO, status
-from pikit.modules import from_file
 
 AGGREGATES = "sensor-aggregates"
 SECRET = "sensor-secret"  # a topic the workers have no ACL for

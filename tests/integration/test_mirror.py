@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.pikit.cluster.plugins.module_utils import mirror_lag as lag_probe
 from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
@@ -23,7 +24,6 @@ from pikit_testkit.mirror import difference, settled, transactions
 from pikit_testkit.mirror_pair import Clusters, mirror_pair
 
 from pikit import status
-from pikit.connect import mirror_lag as lag_probe
 
 SITE = "greenhouse"
 TOPICS = ["sensor-aggregates", "sensor-alerts"]
@@ -100,9 +100,9 @@ def _topics(client: dict[str, Any]) -> set[str]:
 def test_the_lag_is_none_when_caught_up_and_grows_while_the_worker_is_away(
     clusters: Clusters, tmp_path: Path
 ) -> None:
-    """The workers' probe (files/pikit_mirror_lag.py) against the real mirror: nothing behind once the
-    copy is whole; with the worker gone (no REST API, no copy) the offsets it last read stand, and
-    the lag counts what the site committed since, and its age."""
+    """The workers' probe (the collection's module_utils/mirror_lag.py) against the real mirror:
+    nothing behind once the copy is whole; with the worker gone (no REST API, no copy) the offsets
+    it last read stand, and the lag counts what the site committed since, and its age."""
     topic = TOPICS[1]
     config = {
         "rest": clusters.worker.url,

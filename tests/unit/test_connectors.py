@@ -7,9 +7,9 @@ from types import ModuleType
 
 import pytest
 from ansible_collections.pikit.cluster.plugins.modules import kafka_connectors
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def load() -> ModuleType:

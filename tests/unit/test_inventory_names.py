@@ -13,9 +13,9 @@ from types import ModuleType
 import pytest
 import yaml
 from pikit_dev import lab_image
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 from tests.conftest import run_preflight, without_sudo
 
 # The lab's addresses, which the copies of the example inventories take (their hosts are not

@@ -9,9 +9,9 @@ from edge_agent.config import KafkaConfig
 from pikit_contract.names import SPARK_PREFIX
 from pikit_contract.readings import READINGS_TOPIC
 from pikit_spark.sink import TransactionalSink
+from pikit_testkit.modules import from_file
 
 from pikit import REPO, role_default
-from pikit.modules import from_file
 
 
 def test_the_agents_default_topic_is_the_sites_default_readings_topic() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from pikit_testkit.modules import from_file
+
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def load() -> ModuleType:

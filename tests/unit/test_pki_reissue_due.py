@@ -8,9 +8,9 @@ from pathlib import Path
 from types import ModuleType
 
 from pikit_testkit.certs import certificate, new_key, pem
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def load() -> ModuleType:

@@ -9,9 +9,9 @@ from types import ModuleType
 
 import pytest
 from ansible.plugins.filter.core import to_nice_json
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 MODEL = {"cluster": "pikit", "hosts": {"pi-1": {"address": "10.0.0.1", "serves": ["kafka"]}}, "é": 1}
 

@@ -18,9 +18,9 @@ import ansible.collections.list
 import ansible_mitogen.planner
 import pytest
 from ansible.plugins.loader import filter_loader, test_loader
+from pikit_testkit.modules import from_file
 
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def load() -> ModuleType:

@@ -1,6 +1,6 @@
 """Verify the connect role (molecule verify): two Kafka Connect workers in one group on the lab, a
 real broker, the inventory's file sink. Runs on the controller, the connectors through the role's own
-REST client (pikit/connect.py), the files on the nodes through testinfra."""
+REST client (the pikit.cluster collection's kafka_connectors), the files on the nodes through testinfra."""
 
 from __future__ import annotations
 

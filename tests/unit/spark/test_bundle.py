@@ -6,8 +6,9 @@ import ast
 import zipfile
 from pathlib import Path
 
+from pikit_testkit.modules import from_file
+
 from pikit import REPO
-from pikit.modules import from_file
 
 
 def test_every_kit_module_the_apps_import_is_in_the_bundle(tmp_path: Path) -> None:

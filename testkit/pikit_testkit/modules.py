@@ -1,5 +1,6 @@
 """A Python file that is not part of a package (an Ansible module or filter plugin, a script),
-imported from its path: the kit's tools, tests and benches use the file itself, not a copy."""
+imported from its path: the tests and benches use the file itself, not a copy. The kit's own
+packages import nothing by its path."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """How far a site's mirror on its core is behind the site (roles/connect, connect_mirror), for the
-node exporter's textfile collector, and for `pikit status` (which imports this file).
+node exporter's textfile collector, and for `pikit status`, which imports it as
+`ansible_collections.pikit.cluster.plugins.module_utils.mirror_lag`: one probe, on the workers and
+on the controller.
 
 The mirror's progress is what it committed: its source offsets, which Connect keeps on the core
 and serves at GET /connectors/<site>.mirror/offsets. The site's side is each partition's last
