@@ -89,18 +89,8 @@ def new_topic(name: str, partitions: int = 3) -> None:
         admin.close()
 
 
-def consume_all(topic: str, idle_ms: int = 8000) -> list[tuple[bytes, bytes]]:
-    consumer = KafkaConsumer(
-        topic,
-        **ssl_options(),
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=idle_ms,
-    )
-    try:
-        return [(r.key, r.value) for r in consumer]
-    finally:
-        consumer.close()
+def consume_all(topic: str) -> list[tuple[bytes, bytes]]:
+    return molecule_lab.consume_all(topic, ssl_options())
 
 
 @pytest.fixture(scope="module", autouse=True)
