@@ -14,6 +14,8 @@ from pikit_contract.signing import Keyring
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from pikit_spark.tls_handshake import bound_tls_handshakes
+
 LOG = logging.getLogger("pikit")
 AVAILABLE_NOW = "available-now"
 
@@ -207,7 +209,9 @@ def kafka_options(path: str) -> dict[str, str]:
 def kafka_python_client(path: str) -> dict[str, Any]:
     """The same identity and request bound as kafka-python options, for the driver's
     transactional sink: a frozen broker then holds the sink's requests as briefly as the
-    source's (spark_kafka_client_properties)."""
+    source's (spark_kafka_client_properties). Every kafka-python TLS handshake of the driver is
+    bounded from here on (tls_handshake.py)."""
+    bound_tls_handshakes()
     properties = read_properties(path)
     client: dict[str, Any] = {
         "bootstrap_servers": properties["bootstrap.servers"].split(","),
