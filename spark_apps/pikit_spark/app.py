@@ -99,7 +99,7 @@ class StreamingApp:
         )
 
         def reachable() -> dict[str, Any]:
-            # Not a hung broker: kafka-python would wait on its TLS handshake for as long as it hangs.
+            # Not a hung broker: each new client would spend its handshake's bound on it first.
             return {**client, "bootstrap_servers": bootstrap_servers(client)}
 
         def topics() -> list[int]:
