@@ -60,9 +60,8 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     kept: collections.deque[str] = collections.deque(maxlen=4000)
     for raw in proc.stdout:
         if held is None:
-            with _print_lock:  # a held lane's block goes out whole, never with these lines inside it
-                sys.stdout.buffer.write(raw)
-                sys.stdout.flush()
+            sys.stdout.buffer.write(raw)
+            sys.stdout.flush()
         else:
             held.append(raw)
         kept.append(_ANSI.sub("", raw.decode(errors="replace")).rstrip())
@@ -184,22 +183,9 @@ class Beside:
     """Lanes of phases that run at the same time, each lane's phases one after another. Only
     phases that share nothing go here: lint reads the tree, while the artifact cache, the unit
     and the integration tests write only their own files and ports. The first lane's output
-    streams, unless `held` (a lane started Ahead streams); each other lane's is held and shown in
-    one piece when it ends."""
+    streams; each other lane's is held and shown in one piece when it ends."""
 
     lanes: Sequence[Sequence[Phase]]
-    held: bool = False
-
-
-@dataclass
-class Ahead:
-    """A lane started before the items after it and run beside them, at the pipeline's own weight,
-    its output streaming. Once the next Beside has ended, the pipeline writes `go` into `release`,
-    or `stop` when a phase failed: the lane's own steps read it (the end-to-end suite's scenarios
-    wait for it after the converge). The pipeline ends when the lane has ended too."""
-
-    lane: Sequence[Phase]
-    release: Path
 
 
 @dataclass
@@ -211,17 +197,14 @@ class Background:
     lanes: Sequence[Sequence[Phase]]
 
 
-Item = Phase | Beside | Background | Ahead
+Item = Phase | Beside | Background
 
 
 def flat(phases: Sequence[Item]) -> list[Phase]:
     """Every phase of a pipeline, those run beside others included."""
     found: list[Phase] = []
     for item in phases:
-        if isinstance(item, Beside | Background):
-            lanes = item.lanes
-        else:
-            lanes = [item.lane] if isinstance(item, Ahead) else [[item]]
+        lanes = item.lanes if isinstance(item, Beside | Background) else [[item]]
         found += [phase for lane in lanes for phase in lane]
     return found
 
@@ -249,45 +232,29 @@ INTEGRATION_AFTER_LINT = ("tests/integration/test_transactional_sink.py", "tests
 UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
-# Written by make test once its first set has ended, and named to the end-to-end suite in HOLD_ENV:
-# its scenarios after the converge wait for it (tests/e2e/harness.py, wait_for_the_first_set).
-E2E_HOLD = lab_home() / "e2e-first-set-done"
-HOLD_ENV = "PIKIT_E2E_HOLD"
-
-
 def test_phases() -> list[Item]:
-    """The end-to-end suite starts first: the artifact cache, the lab's image, the suite. Its
-    converge runs beside the first set of lanes (the unit tests; the integration tests that start
-    Kafka from the cache; lint, then the rest of the integration tests), and its scenarios wait
-    for that set to end. Then, beside the scenarios: once those that run alone have run, the
-    molecule scenarios (one, which runs its own lab on its own subnet and names), then the bench
-    entries, whose CPU the suite's faults leave idle. The layouts tried, and what each run took:
-    docs/testing.md, "How long make test takes"."""
+    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; the lab's image, lint, then the rest of the integration tests. Then
+    the end-to-end suite beside the other lane: once the suite's scenarios that run alone have run,
+    the molecule scenarios (one, which runs its own lab on its own subnet and names), then the
+    bench entries, beside the suite's faults, whose waits leave a core idle. The layouts tried,
+    and what each run took: docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
-    fill_cache = _cmd(python, "-m", "pikit.artifacts")
-    # The converge needs no machine to itself: no bound of it is on time, and at 8b1f3e0 it left
-    # 18 % of the machine idle (311 s) while the first set, before it, ran 557 s at 91 %.
-    # A fresh machine builds the image (debootstrap, mostly waiting on the network) here, before
-    # the molecule scenario's lab needs it.
-    end_to_end = [
-        ("artifact cache", fill_cache),
-        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        (
-            "end-to-end (site.yml on the lab)",
-            _e2e("-m", "not ops and not migration", env={**_e2e_alone_env(), HOLD_ENV: str(E2E_HOLD)}),
-        ),
-    ]
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
     unit = [
         ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS))
     ]
+    fill_cache = _cmd(python, "-m", "pikit.artifacts")
     ignored = [arg for path in (BENCH_ENTRIES, *INTEGRATION_AFTER_LINT) for arg in ("--ignore", path)]
-    # The cache's lock holds these lanes until the end-to-end lane has filled it.
     integration = [
-        ("artifact cache, once full", fill_cache),
+        ("artifact cache", fill_cache),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, *ignored, "tests/integration")),
     ]
-    lint_then_integration = [
+    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
+    # so that no two labs of the second set race to build it. Then lint, then a share of the
+    # integration tests, once the other lane's cache is full (its lock holds this lane until then).
+    image_then_lint = [
+        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
         *lint_phases(),
         ("artifact cache, once full", fill_cache),
         (
@@ -309,10 +276,10 @@ def test_phases() -> list[Item]:
         ],
         ("bench entries", _cmd(python, "-m", "pytest", "-q", DURATIONS, BENCH_ENTRIES)),
     ]
+    e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
     return [
-        Ahead(end_to_end, release=E2E_HOLD),
-        Beside([unit, integration, lint_then_integration], held=True),
-        Beside([after_alone], held=True),
+        Beside([unit, integration, image_then_lint]),
+        Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], after_alone]),
     ]
 
 
@@ -420,16 +387,16 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
 
 
 def _start_lanes(
-    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, background: bool, held_all: bool = False
+    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, background: bool
 ) -> tuple[list[threading.Thread], list[list[Result]]]:
-    """A thread per lane, started. The first lane streams its output unless `held_all`; every
-    other lane's, and every background lane's, is held and shown in one piece when the lane ends."""
+    """A thread per lane, started. The first lane of a Beside streams its output; every other
+    lane's, and every background lane's, is held and shown in one piece when the lane ends."""
     titles = [" > ".join(title for title, _ in lane) for lane in lanes]
     kind = "in the background" if background else "at the same time"
     say(f"==> [{name}] {kind}: {' | '.join(titles)}")
 
     def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
-        held = background or held_all or index > 0
+        held = background or index > 0
         _held.background = background
         if held:
             _held.lines = []
@@ -456,54 +423,35 @@ def _join_lanes(threads: list[threading.Thread], outs: list[list[Result]], resul
         results.extend(out)
 
 
-def _run_beside(name: str, beside: Beside, first_lane: int, results: list[Result]) -> float:
+def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
     """Every lane at once; the wall time they took together."""
     t0 = time.monotonic()
-    _join_lanes(*_start_lanes(name, beside.lanes, first_lane, False, beside.held), results)
+    _join_lanes(*_start_lanes(name, beside.lanes, 1, background=False), results)
     return time.monotonic() - t0
-
-
-def _release(pending: list[Path], results: list[Result]) -> None:
-    """Tell the lanes started Ahead whether the pipeline goes on."""
-    for path in pending:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("stop\n" if any(r.rc for r in results) else "go\n")
-    pending.clear()
 
 
 def run_pipeline(name: str) -> int:
     results: list[Result] = []
     started = time.monotonic()
-    # Lanes started ahead come first; those in the background after every lane run beside another.
-    running: list[tuple[list[threading.Thread], list[list[Result]]]] = []
-    pending: list[Path] = []
+    # Lanes in the background, numbered after every lane run beside another.
+    background: list[tuple[list[threading.Thread], list[list[Result]]]] = []
     items = PIPELINES[name]()
-    ahead = sum(isinstance(item, Ahead) for item in items)
-    beside_from = 1 + ahead
-    next_lane = beside_from + max((len(item.lanes) for item in items if isinstance(item, Beside)), default=0)
-    try:
-        for item in items:
-            if isinstance(item, Ahead):
-                item.release.unlink(missing_ok=True)
-                running.append(_start_lanes(name, [item.lane], 1 + len(pending), background=False))
-                pending.append(item.release)
-            elif isinstance(item, Background):
-                running.append(_start_lanes(name, item.lanes, next_lane, background=True))
-                next_lane += len(item.lanes)
-            elif isinstance(item, Beside):
-                wall = _run_beside(name, item, beside_from, results)
-                say(f"<== [{name}] lanes done in {wall:.1f}s")
-                results.append(Result("(the lanes above, wall time)", wall, 0, [], 0, wall=True))
-                _release(pending, results)
-            else:
-                _run_lane(name, [item], 0, results)
-            if any(r.rc for r in results):
-                break
-    finally:
-        _release(pending, results)
-    if running:
-        say(f"==> [{name}] waiting for the lanes started ahead or in the background")
-        for threads, outs in running:
+    next_lane = 1 + max((len(item.lanes) for item in items if isinstance(item, Beside)), default=0)
+    for item in items:
+        if isinstance(item, Background):
+            background.append(_start_lanes(name, item.lanes, next_lane, background=True))
+            next_lane += len(item.lanes)
+        elif isinstance(item, Beside):
+            wall = _run_beside(name, item, results)
+            say(f"<== [{name}] lanes done in {wall:.1f}s")
+            results.append(Result("(the lanes above, wall time)", wall, 0, [], 0, wall=True))
+        else:
+            _run_lane(name, [item], 0, results)
+        if any(r.rc for r in results):
+            break
+    if background:
+        say(f"==> [{name}] waiting for the lanes in the background")
+        for threads, outs in background:
             _join_lanes(threads, outs, results)
     say(f"\n{name}: phase times")
     for r in results:

@@ -87,12 +87,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     os.environ[harness.ALONE_UNTIL_ENV] = selected[-1] if selected else ""
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Every scenario after the converge waits for make test's first set to end (harness)."""
-    if item.originalname != ORDER[0]:  # type: ignore[attr-defined]
-        harness.wait_for_the_first_set()
-
-
 FAILED = pytest.StashKey[bool]()
 
 

@@ -20,14 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pikit_contract import signing
 from pikit_contract.names import spark_batches_topic
 from pikit_contract.readings import Reading
 from pikit_dev import lab_image
-from pikit_dev.targets import HOLD_ENV
 from pikit_testkit import polling
 from pikit_testkit.alerts_model import AlertRules, Batch, Replayed, compare_alerts, kind_of, replay
 from pikit_testkit.nemesis import (
@@ -199,33 +197,6 @@ def done_alone_if_last(name: str | None = None) -> None:
     name = name or os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
     if name and name == os.environ.get(ALONE_UNTIL_ENV):
         done_alone()
-
-
-# The file that make test names in HOLD_ENV writes once its first set of lanes (the unit tests,
-# lint, the integration tests) has ended: `go`, or `stop` when a phase of it failed. Unset:
-# nothing to wait for.
-HOLD_S = 1800.0
-
-
-@functools.cache
-def wait_for_the_first_set() -> float:
-    """In make test the converge runs beside the first set of lanes: no bound of it is on time,
-    and the set's CPU fills what the converge leaves idle. The scenarios after it wait here for
-    the set to end, since their bounds are on recovery times, which a busy machine stretches. The
-    seconds it waited (once per session; later calls return at once)."""
-    path = os.environ.get(HOLD_ENV)
-    if not path:
-        return 0.0
-    started = time.monotonic()
-    while not Path(path).exists():
-        if time.monotonic() - started > HOLD_S:
-            pytest.exit(f"make test's first set did not end within {HOLD_S:.0f} s of the converge", 1)
-        time.sleep(2)
-    held = time.monotonic() - started
-    if Path(path).read_text().strip() != "go":
-        pytest.exit("make test's first set failed: the suite stops after its converge", 1)
-    print(f"\n[hold] the scenarios after the converge waited {held:.0f} s for make test's first set")
-    return held
 
 
 # --- the lab's nodes ---------------------------------------------------------------------

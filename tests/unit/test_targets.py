@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 from pikit_dev.targets import (
-    HOLD_ENV,
     OPS_SCENARIOS,
     PIPELINES,
-    Ahead,
     Background,
     Beside,
     Step,
@@ -101,63 +99,23 @@ def test_a_background_lane_runs_beside_the_later_phases_and_the_pipeline_waits_f
     assert "phases: 3 passed, 0 failed" in out
 
 
-def test_a_lane_started_ahead_runs_beside_the_next_set_and_hears_how_it_ended(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    def sh(script: str) -> Step:
-        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
-
-    # The ahead lane marks its start, which the set's lane waits for (run after it, the set's lane
-    # would fail); it then prints what the pipeline released it with once the set had ended.
-    began, release = tmp_path / "began", tmp_path / "release"
-    release.write_text("stale\n")  # an earlier run's: removed before the lane starts
-    wait = "for i in $(seq 200); do test -e {f} && break; sleep 0.05; done; test -e {f}"
-    ahead = [("e2e", sh(f"touch {began}; {wait.format(f=release)}; echo released-$(cat {release})"))]
-
-    def pipeline(fail: bool) -> list[object]:
-        setup = [("unit", sh(f"{wait.format(f=began)}; echo unit-says-done; exit {int(fail)}"))]
-        return [Ahead(ahead, release), Beside([setup], held=True), ("after", sh("echo after-says"))]
-
-    monkeypatch.setitem(PIPELINES, "ahead", lambda: pipeline(False))
-    assert run_pipeline("ahead") == 0
-    out = capfd.readouterr().out
-    assert out.index("unit-says-done") < out.index("released-go"), out
-    assert "after-says" in out and re.search(r"e2e \[lane 1\]\s+[\d.]+s  ok", out)
-    assert re.search(r"unit \[lane 2\]\s+[\d.]+s  ok", out)
-
-    began.unlink()
-    monkeypatch.setitem(PIPELINES, "ahead", lambda: pipeline(True))
-    assert run_pipeline("ahead") == 1
-    out = capfd.readouterr().out
-    assert "released-stop" in out and "after-says" not in out, "a failed set stops the pipeline"
-    assert "phases: 1 passed, 1 failed" in out
-
-
-def test_make_test_converges_the_end_to_end_lab_beside_the_first_set_and_the_bench_entries_last() -> None:
-    """The suite starts first and holds its scenarios until the first set (lint among it) ends;
-    the molecule scenario and the bench entries wait for its scenarios that run alone."""
-    ahead, first, second = make_test_phases()
-    assert isinstance(ahead, Ahead) and isinstance(first, Beside) and isinstance(second, Beside)
-    assert [title for title, _ in ahead.lane] == [
-        "artifact cache",
-        "lab image",
-        "end-to-end (site.yml on the lab)",
-    ]
+def test_make_test_runs_lint_first_and_the_bench_entries_once_the_alone_scenarios_ran() -> None:
+    first, second = make_test_phases()
+    assert isinstance(first, Beside) and isinstance(second, Beside)
     assert "ansible-lint" in {title for lane in first.lanes for title, _ in lane}
-    assert first.held and second.held, "only the suite streams its output"
-    (after_alone,) = second.lanes
+    e2e, after_alone = second.lanes
+    assert [title for title, _ in e2e] == ["end-to-end (site.yml on the lab)"]
     titles = [title for title, _ in after_alone]
     assert titles[0].startswith("wait for the end-to-end converge") and titles[-1] == "bench entries"
-    assert HOLD_ENV == "PIKIT_E2E_HOLD"
 
 
 def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_in_the_background() -> None:
     """Two lanes that share no lab: both end-to-end runs (one lab name) in the foreground, one after
     the other; the rest in the background, whose nodes weigh a quarter of the end-to-end lab's."""
     image, background, *end_to_end = ops_phases()
-    assert not isinstance(image, Beside | Background | Ahead) and image[0] == "lab image"
+    assert not isinstance(image, Beside | Background) and image[0] == "lab image"
     assert isinstance(background, Background) and len(background.lanes) == 1
     scenarios = [title for title, _ in background.lanes[0]]
-    titles = [item[0] for item in end_to_end if not isinstance(item, Beside | Background | Ahead)]
+    titles = [item[0] for item in end_to_end if not isinstance(item, Beside | Background)]
     assert len(titles) == len(end_to_end) == 2 and all(title.startswith("end-to-end") for title in titles)
     assert not any(title.startswith("end-to-end") for title in scenarios)
