@@ -227,22 +227,22 @@ def lint_phases() -> list[tuple[str, Step]]:
 DURATIONS = "--durations=10"
 # Every bench entry at a tiny size (an integration test, in its own lane in make test).
 BENCH_ENTRIES = "tests/integration/test_bench_entries.py"
-# The integration tests run beside the end-to-end suite once its scenarios that run alone have
-# run, the first set then the unit tests' length (at cd74ad0 the unit tests took 512 s, lint 200 s,
-# the integration tests 321 s, and the lane beside the suite's faults ended 830 s before it). These
-# two files are a phase of their own, so that each phase's ten slowest tests show.
+# Integration tests run beside the end-to-end suite once its scenarios that run alone have run:
+# the first set is then the unit tests' length (at 2a889f3 the unit tests took 502 s, lint 190 s and
+# the integration tests 546 s after the cache's 53 s).
 INTEGRATION_AFTER_ALONE = ("tests/integration/test_transactional_sink.py", "tests/integration/test_mirror.py")
 # The unit tests: tests/unit, and each sensor's own beside it (edge_agent/sensors/<type>/).
 UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
 def test_phases() -> list[Item]:
-    """Two sets of lanes. First: the unit tests; the artifact cache, the lab's image, then lint.
-    Then the end-to-end suite beside the other lane: once the suite's scenarios that run alone have
-    run, the integration tests (which start Kafka from the cache), then the bench entries, beside
-    the suite's faults, whose waits leave a core idle. The molecule scenarios run in make
-    test-ops: the roles' verifiers that need no lab of their own run on the end-to-end lab. The
-    layouts tried, and what each run took: docs/testing.md, "How long make test takes"."""
+    """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
+    that start Kafka from it; the lab's image, then lint. Then the end-to-end suite beside the other
+    lane: once the suite's scenarios that run alone have run, the integration tests of the sink's
+    transactions and of the mirror, then the bench entries, beside the suite's faults, whose waits
+    leave a core idle. The molecule scenarios run in make test-ops: the roles' verifiers that need
+    no lab of their own run on the end-to-end lab. The layouts tried, and what each run took:
+    docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
     unit = [
@@ -250,13 +250,13 @@ def test_phases() -> list[Item]:
     ]
     fill_cache = _cmd(python, "-m", "pikit.artifacts")
     ignored = [arg for path in (BENCH_ENTRIES, *INTEGRATION_AFTER_ALONE) for arg in ("--ignore", path)]
-    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
-    # before the end-to-end lab needs it; the artifact cache before it too.
-    cache_image_lint = [
+    integration = [
         ("artifact cache", fill_cache),
-        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        *lint_phases(),
+        ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, *ignored, "tests/integration")),
     ]
+    # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
+    # before the end-to-end lab needs it.
+    image_then_lint = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")), *lint_phases()]
     # After the end-to-end converge and the drivers' Pi lost and replaced: beside the converge,
     # molecule edge_agent/default and the converge each took four times as long as alone (890 s
     # against 191 s); beside molecule's lane, the standby's takeover took 138 s (50-70 s alone).
@@ -264,7 +264,7 @@ def test_phases() -> list[Item]:
     # longer than the run before: they reached into the scenarios that run alone.
     after_alone: list[Phase] = [
         ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone),
-        ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, *ignored, "tests/integration")),
+        ("artifact cache, once full", fill_cache),
         (
             "integration tests: the sink's transactions, the mirror",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, *INTEGRATION_AFTER_ALONE),
@@ -278,7 +278,7 @@ def test_phases() -> list[Item]:
     ]
     e2e_tests = _e2e("-m", "not ops and not migration", env=_e2e_alone_env())
     return [
-        Beside([unit, cache_image_lint]),
+        Beside([unit, integration, image_then_lint]),
         Beside([[("end-to-end (site.yml on the lab)", e2e_tests)], after_alone]),
     ]
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Generator, Iterator
 
 import pytest
-from pikit_dev import lab, lab_image
+from pikit_dev import lab
 from pikit_testkit.nemesis import SiteNodes, apps_journal
 
 from pikit import REPO
@@ -136,14 +136,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             r"(?m)^pikit_device_signing_extra: .*$", f"pikit_device_signing_extra: {SYNTHETIC}", text
         )
         text = re.sub(r"(?m)^lab_suite: .*$", f"lab_suite: {SUITE}", text)
-        # The key's path itself, as molecule's inventories have it: testinfra's SSH (the roles'
-        # verifiers run on this lab) renders no template.
-        key = lab_image.lab_home() / "ssh/id_ed25519"
-        text = re.sub(
-            r"(?ms)^ansible_private_key_file: >-\n.*?/ssh/id_ed25519\n",
-            f"ansible_private_key_file: {key}\n",
-            text,
-        )
         path.write_text(re.sub(r"(?m)^lab_name: .*$", f"lab_name: {LAB}", text))
     site = Site(root)
     lab.down(LAB)
