@@ -28,10 +28,10 @@ lab-status: ## list the lab containers on this machine
 demo: bootstrap ## the main job on the local lab: cluster up, provisioned by playbooks/site.yml
 	@$(PY) -m pikit_dev.targets demo
 
-test: bootstrap ## everything CI runs: lint, unit, integration, the end-to-end fault suite with the roles' verifiers
+test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit_dev.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: the day-2 procedures' unit tests, the agent's release roll-out, every molecule scenario (the agent with two Connect workers and its lone broker stopped, dedicated controllers and broker faults, Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3, the agent on emulated arm64 and armhf, a site mirrored to a core, an agent producing, its uplink cut for 10 minutes, then the site removed), e2e with the long nemesis (any Pi lost for good among its faults), certificate renewal, CA rotation, a contract version rolled out apps first, and the standby driver's and the master's Pi lost for good and replaced (about 85 minutes on 2 cores before connect/mirror, which adds about 25, and the day-2 unit tests and edge_agent/default, about 18 more)
+test-ops: bootstrap artifacts ## what make test leaves out: the day-2 procedures' unit tests, the agent's release roll-out, heavier molecule scenarios (dedicated controllers and broker faults, Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3, the agent on emulated arm64 and armhf, a site mirrored to a core, an agent producing, its uplink cut for 10 minutes, then the site removed), e2e with the long nemesis (any Pi lost for good among its faults), certificate renewal, CA rotation, a contract version rolled out apps first, and the standby driver's and the master's Pi lost for good and replaced (about 85 minutes on 2 cores before connect/mirror, which adds about 25, and the day-2 unit tests and edge_agent/default's second run, about 18 more)
 	@$(PY) -m pikit_dev.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy

@@ -278,7 +278,7 @@ def the_daily_rollup_ran(site: Site) -> None:
         mean = sum(w["mean"] * w["count"] for w in pooled) / expected[0]
         assert abs(day["mean"] - mean) <= 1e-9 * max(1.0, abs(mean)), (key, day["mean"], mean)
     # common's probe read the unit from inside its sandbox, and Prometheus has it as not failed
-    # (UnitFailed's input; the probe's failed case: tests/molecule/base, run on this lab above).
+    # (UnitFailed's input; the probe's failed case runs in molecule edge_agent/default, tests/molecule/base).
     unit = f'pikit_unit_failed{{unit="{ROLLUP_UNIT}"}}'
     wait_for(f"{unit} == 0 in Prometheus", lambda: promql(unit) == 0, 180, every=10)
     print(f"[end] {ROLLUP_UNIT}.service: success, {len(days)} daily records exact; {unit} 0")

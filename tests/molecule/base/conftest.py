@@ -1,7 +1,6 @@
-"""The base roles' verifiers (playbooks/common.yml: common, pi_base, firewall), run on the
-end-to-end lab by make test (tests/e2e/test_site.py) and by molecule edge_agent/default on its
-nodes, whose converge gives them the base as site.yml does. They name the nodes by the groups the
-inventory puts them in, and take their addresses from it."""
+"""The base roles' verifiers (playbooks/common.yml: common, pi_base, firewall), run by molecule
+edge_agent/default on its nodes, whose converge gives them the base as site.yml does. They name
+the nodes by the groups the inventory puts them in, and take their addresses from it."""
 
 from __future__ import annotations
 
