@@ -114,9 +114,6 @@ OPS_SCENARIOS = {
     ("connect", "mirror"): "a site mirrored to a core with its own CA, by the kit's playbooks on two "
     "inventories: the uplink cut for 10 minutes, the worker killed -9, the core's copy compared record "
     "by record",
-    ("edge_agent", "default"): "the agent, two Connect workers and the base on a Kafka Pi of its own: "
-    "the agent's roll-out (canary, rollback) and its lone broker stopped, the connect role's workers, "
-    "file sink and refused config; the end-to-end lab runs the base's and the agent's other checks",
 }
 
 
@@ -227,36 +224,44 @@ def lint_phases() -> list[tuple[str, Step]]:
 DURATIONS = "--durations=10"
 # Every bench entry at a tiny size (an integration test, in its own lane in make test).
 BENCH_ENTRIES = "tests/integration/test_bench_entries.py"
-# Integration tests run beside the end-to-end suite once its scenarios that run alone have run:
-# the first set is then the unit tests' length (at 2a889f3 the unit tests took 502 s, lint 190 s and
-# the integration tests 546 s after the cache's 53 s).
-INTEGRATION_AFTER_ALONE = ("tests/integration/test_transactional_sink.py", "tests/integration/test_mirror.py")
+# Integration tests run after lint in its lane, each lane of the first set then near the unit
+# tests' length: at 2a889f3 the unit tests took 502 s, lint 190 s and the integration tests 546 s
+# after the cache's 53 s, with the machine 22 % idle (271 core-seconds) over the set.
+INTEGRATION_AFTER_LINT = ("tests/integration/test_transactional_sink.py", "tests/integration/test_mirror.py")
 # The unit tests: tests/unit, and each sensor's own beside it (edge_agent/sensors/<type>/).
 UNIT_TESTS = ("tests/unit", "edge_agent/edge_agent/sensors")
 
 
 def test_phases() -> list[Item]:
     """Two sets of lanes. First: the unit tests; the artifact cache, then the integration tests
-    that start Kafka from it; the lab's image, then lint. Then the end-to-end suite beside the other
-    lane: once the suite's scenarios that run alone have run, the integration tests of the sink's
-    transactions and of the mirror, then the bench entries, beside the suite's faults, whose waits
-    leave a core idle. The molecule scenarios run in make test-ops: the roles' verifiers that need
-    no lab of their own run on the end-to-end lab. The layouts tried, and what each run took:
-    docs/testing.md, "How long make test takes"."""
+    that start Kafka from it; the lab's image, lint, then the rest of the integration tests. Then
+    the end-to-end suite beside the other lane: once the suite's scenarios that run alone have run,
+    the molecule scenarios (one, which runs its own lab on its own subnet and names), then the
+    bench entries, beside the suite's faults, whose waits leave a core idle. The layouts tried,
+    and what each run took: docs/testing.md, "How long make test takes"."""
     python = VENV_BIN / "python"
     # The day-2 procedures' unit tests (several minutes of ansible-playbook each) run in test-ops.
     unit = [
         ("unit tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, "-n", "2", "-m", "not ops", *UNIT_TESTS))
     ]
     fill_cache = _cmd(python, "-m", "pikit.artifacts")
-    ignored = [arg for path in (BENCH_ENTRIES, *INTEGRATION_AFTER_ALONE) for arg in ("--ignore", path)]
+    ignored = [arg for path in (BENCH_ENTRIES, *INTEGRATION_AFTER_LINT) for arg in ("--ignore", path)]
     integration = [
         ("artifact cache", fill_cache),
         ("integration tests", _cmd(python, "-m", "pytest", "-q", DURATIONS, *ignored, "tests/integration")),
     ]
     # A fresh machine builds the image (debootstrap, mostly waiting on the network) once, here,
-    # before the end-to-end lab needs it.
-    image_then_lint = [("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")), *lint_phases()]
+    # so that no two labs of the second set race to build it. Then lint, then a share of the
+    # integration tests, once the other lane's cache is full (its lock holds this lane until then).
+    image_then_lint = [
+        ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
+        *lint_phases(),
+        ("artifact cache, once full", fill_cache),
+        (
+            "integration tests: the sink's transactions, the mirror",
+            _cmd(python, "-m", "pytest", "-q", DURATIONS, *INTEGRATION_AFTER_LINT),
+        ),
+    ]
     # After the end-to-end converge and the drivers' Pi lost and replaced: beside the converge,
     # molecule edge_agent/default and the converge each took four times as long as alone (890 s
     # against 191 s); beside molecule's lane, the standby's takeover took 138 s (50-70 s alone).
@@ -264,11 +269,6 @@ def test_phases() -> list[Item]:
     # longer than the run before: they reached into the scenarios that run alone.
     after_alone: list[Phase] = [
         ("wait for the end-to-end converge, takeover and replacement", _after_e2e_alone),
-        ("artifact cache, once full", fill_cache),
-        (
-            "integration tests: the sink's transactions, the mirror",
-            _cmd(python, "-m", "pytest", "-q", DURATIONS, *INTEGRATION_AFTER_ALONE),
-        ),
         *[
             (f"molecule {r}/{s}", _molecule(r, s))
             for r, s in molecule_scenarios()
@@ -300,12 +300,11 @@ def ops_phases() -> list[Item]:
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
     # rotated): kafka/dedicated, which shares the verifier, would only repeat them on five nodes.
-    # edge_agent/default runs its own (the agent's release roll-out).
     # The scenarios' nodes weigh a quarter of the end-to-end lab's (tests/molecule/create.yml): the
     # long nemesis asserts each fault's recovery time beside them.
     light = {"PIKIT_LAB_CPU_SHARES": "256"}
     with_ops = {**light, "PIKIT_TEST_OPS": "1"}
-    ops_tests = {("kafka", "default"): with_ops, ("edge_agent", "default"): with_ops}
+    ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
     end_to_end: list[Phase] = [
         (
@@ -326,6 +325,11 @@ def ops_phases() -> list[Item]:
         ),
         ("wait for the end-to-end converge and the Pis lost", _after_e2e_alone),
         *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), light))) for r, s in OPS_SCENARIOS],
+        # make test runs this scenario too, less its release roll-out (canary, rollback).
+        (
+            "molecule edge_agent/default with the agent's roll-out",
+            _molecule("edge_agent", "default", with_ops),
+        ),
     ]
     # A fresh machine builds the image once, before the lanes race to. The scenarios run in the
     # background (their controller side at half the weight, their nodes at a quarter): beside

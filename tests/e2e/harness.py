@@ -202,23 +202,6 @@ def done_alone_if_last(name: str | None = None) -> None:
 # --- the lab's nodes ---------------------------------------------------------------------
 
 
-# Raspberry Pi OS's stock kernel command line, which pi_base edits on a Spark node.
-STOCK_CMDLINE = (
-    "console=serial0,115200 console=tty1 root=PARTUUID=0a1b2c3d-02 rootfstype=ext4 fsck.repair=yes "
-    "rootwait cgroup_disable=memory"
-)
-
-
-def give_the_master_a_boot_partition() -> None:
-    """The master's node gets a boot partition as a flashed Pi has one, before the converge, so
-    that pi_base enables the memory cgroup there as on a Pi (its reboot is off in the lab); the
-    base roles' verifier checks it (as molecule edge_agent/default's converge does for its nodes)."""
-    sh(
-        MASTER,
-        f"install -d -m 0755 /boot/firmware && printf '%s\\n' '{STOCK_CMDLINE}' > /boot/firmware/cmdline.txt",
-    )
-
-
 def sh(node: str, script: str, check: bool = True) -> str:
     proc = subprocess.run(
         ["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=False

@@ -195,38 +195,6 @@ def test_the_kafka_roles_own_verifier_passes_on_this_lab(site: Site) -> None:
     assert passed and int(passed[1]) >= 14, f"fewer checks ran than the lab offers: {summary}"
 
 
-BASE_VERIFIER = REPO / "tests/molecule/base"
-EDGE_AGENT_VERIFIER = REPO / "roles/edge_agent/molecule/default/tests"
-
-
-def test_the_base_and_edge_agent_roles_own_verifiers_pass_on_this_lab(site: Site) -> None:
-    """The base roles' verifier (common, pi_base, firewall) on every node of this lab, and the
-    edge_agent role's on its devices, as molecule edge_agent/default runs them on its own: each
-    unit hardened, the unit and the layout `edge-agent flash` writes, the key the agent's alone,
-    `edge-agent check`, and every device's certificate renewed under load with no reading lost.
-    This lab shares its converge with them (make test converges one lab); the scenario, with the
-    agent's roll-out and its lone broker stopped, runs in make test-ops."""
-    env = {
-        **os.environ,
-        "PATH": f"{REPO / '.venv/bin'}:{os.environ['PATH']}",  # testinfra runs ansible-inventory
-        "PIKIT_STATE_DIR": str(site.state),
-        "MOLECULE_INVENTORY_FILE": str(site.inventory),
-        "EDGE_TEST_BROKER": f"{BROKERS[0]}={SUBNET_TO}{BROKER_HOSTS[0]}",
-        "EDGE_TEST_DEVICES": ",".join(EDGES),
-    }
-    argv = [REPO / ".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5"]
-    argv += ["--connection=ansible", "--hosts=all", f"--ansible-inventory={site.inventory}"]
-    argv += ["-m", "not one_broker", BASE_VERIFIER, EDGE_AGENT_VERIFIER]
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, cwd=REPO)
-    lines = proc.stdout.strip().splitlines()
-    summary = lines[-1] if lines else proc.stderr[-2000:]
-    print("\n[base and agent verifiers] " + "\n  ".join(lines[-14:]))
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    passed = re.search(r"(\d+) passed", summary)
-    # Per node: 11 of common, 3 of pi_base; the firewall's probes, 5 per device, the renewal.
-    assert passed and int(passed[1]) >= 6 * 14 + 2 * 5 + 1, f"fewer checks ran than the lab offers: {summary}"
-
-
 ROLLUP_UNIT = "spark-app-daily-rollup"
 
 

@@ -107,8 +107,6 @@ def test_make_test_runs_lint_first_and_the_bench_entries_once_the_alone_scenario
     assert [title for title, _ in e2e] == ["end-to-end (site.yml on the lab)"]
     titles = [title for title, _ in after_alone]
     assert titles[0].startswith("wait for the end-to-end converge") and titles[-1] == "bench entries"
-    # make test converges one lab: every molecule scenario runs in make test-ops.
-    assert not [title for title in titles if title.startswith("molecule")]
 
 
 def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_in_the_background() -> None:

@@ -37,10 +37,10 @@ EXPECTED = {
 
 def kind_of(node: Node) -> str | None:
     """The node's kind in EXPECTED; None for a node the table says nothing of (a Connect worker,
-    whose rules tests/molecule/connect checks; a broker that runs no Spark worker, as the
-    end-to-end lab's first, whose rules tests/unit/test_firewall_filters.py checks)."""
+    whose rules tests/molecule/connect checks)."""
     if "kafka_broker" in node.groups:
-        return "kafka" if "spark_worker" in node.groups else None
+        assert "spark_worker" in node.groups, f"{node.name}: the table wants a Kafka node that is a worker"
+        return "kafka"
     if "spark_master" in node.groups:
         return "spark"
     return "edge" if "edge" in node.groups else None
