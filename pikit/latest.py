@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pikit.site import Site, SiteError, listening_brokers
-from pikit.topic import mtls_client, read_to_end
+from pikit.site import Site, SiteError
+from pikit.topic import answering_brokers, mtls_client, read_to_end
 
 COLUMNS = ("device", "sensor", "metric", "window (UTC)", "count", "min", "mean", "max", "unit")
 
@@ -47,10 +47,11 @@ def newest(records: list[Any], device: str | None = None) -> list[dict[str, Any]
 def read(site: Site, device: str | None = None, pki: Path | None = None) -> Latest:
     """The latest topic of the site's cluster, read to its end with the controller's admin
     identity."""
-    brokers = listening_brokers(site)
+    pki = pki or site.state_dir / "pki"
+    brokers = answering_brokers(site, pki)
     if not brokers:
         raise SiteError("no broker of group kafka_broker answers on its client port")
-    client = mtls_client(brokers, pki or site.state_dir / "pki")
+    client = mtls_client(brokers, pki)
     start = time.monotonic()
     records = read_to_end(str(site.setting("pikit_latest_topic")), timeout=30, **client)
     return Latest(newest(records, device), time.monotonic() - start)

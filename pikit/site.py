@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,17 +195,3 @@ class Site:
             return Path(str(self.render(host, "pikit_state_dir") if _is_template(value) else value))
         cluster = hostvars.get(host or "", {}).get("pikit_cluster_name", "pikit")
         return Path.home() / ".local/share/pikit" / str(cluster)
-
-
-def reachable(address: str, port: int, timeout: float = 3.0) -> bool:
-    try:
-        socket.create_connection((address, port), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def listening_brokers(site: Site) -> list[str]:
-    """host:port of each broker of the inventory that accepts a connection on the client port."""
-    found = site.addresses("kafka-client", site.hosts("kafka_broker"))
-    return [f"{address}:{port}" for address, port in found if reachable(address, port)]

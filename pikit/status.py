@@ -32,14 +32,15 @@ from ansible_collections.pikit.cluster.plugins.module_utils import mirror_lag
 from ansible_collections.pikit.cluster.plugins.modules import kafka_admin, kafka_connectors
 from cryptography import x509
 from kafka import KafkaConsumer, TopicPartition
+from pikit_contract.brokers import PROBE_TIMEOUT_S
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 from pikit_contract.signing import Keyring, read_site_secret, verdict
 
 from pikit import revocation
 from pikit.prometheus import scrape, values
-from pikit.site import Site, listening_brokers
+from pikit.site import Site
 from pikit.site_model import driver_pis
-from pikit.topic import mtls_client
+from pikit.topic import answering_brokers, mtls_client
 
 CERT_WARN_DAYS = 21
 # A mirror's oldest record not yet on its core older than this is a problem (as the monitoring
@@ -96,6 +97,12 @@ class Status:
         return out
 
 
+def no_answer(address: str, port: int) -> str:
+    """A broker that the probe left out (pikit.topic.answering_brokers): nothing listens, or it
+    hangs, which its kernel's accepted connection would not tell."""
+    return f"no answer on {address}:{port} within {PROBE_TIMEOUT_S:.0f} s"
+
+
 def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list[Part]]:
     brokers = site.hosts("kafka_broker")
     port = site.port("kafka-client", brokers[0]) if brokers else 0
@@ -106,7 +113,7 @@ def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list
         quorum.problems.append(f"no broker answers on port {port}: the cluster is down")
         for part in parts.values():
             part.details["up"] = False
-            part.problems.append(f"down: nothing listens on {part.details['address']}:{port}")
+            part.problems.append(f"down: {no_answer(part.details['address'], port)}")
         return quorum, list(parts.values())
     max_lag = int(site.setting("kafka_max_quorum_lag"))
     warn = float(site.setting("kafka_disk_warn_share"))
@@ -124,7 +131,7 @@ def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list
         for part in parts.values():
             part.details["up"] = f"{part.details['address']}:{port}" in reachable
             if not part.details["up"]:
-                part.problems.append(f"down: nothing listens on port {port}")
+                part.problems.append(f"down: {no_answer(part.details['address'], port)}")
         return quorum, list(parts.values())
     node_host = {b["broker_id"]: addresses.get(b["host"], b["host"]) for b in cluster["brokers"]}
     now_ms = time.time() * 1000
@@ -163,13 +170,13 @@ def kafka_parts(site: Site, pki: Path, reachable: list[str]) -> tuple[Part, list
         node = registered.get(host)
         part.details["up"] = node is not None
         if node is None:
-            listening = f"{part.details['address']}:{port}" in reachable
+            answering = f"{part.details['address']}:{port}" in reachable
             part.problems.append(
                 "down: "
                 + (
-                    "listening but not registered with the controllers"
-                    if listening
-                    else f"nothing listens on port {port}"
+                    "answering but not registered with the controllers"
+                    if answering
+                    else no_answer(part.details["address"], port)
                 )
             )
             continue
@@ -597,7 +604,7 @@ def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dic
 
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
     pki = site.state_dir / "pki"
-    reachable = listening_brokers(site)
+    reachable = answering_brokers(site, pki)
     quorum, brokers = kafka_parts(site, pki, reachable)
     nodes = node_parts(site)
     return Status(

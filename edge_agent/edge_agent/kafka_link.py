@@ -19,6 +19,7 @@ from kafka.errors import KafkaTimeoutError
 from pikit_contract.brokers import Probe, answering, bootstrap_servers
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER, envelopes
 from pikit_contract.signing import headers, read_key
+from pikit_contract.tls_handshake import bound_tls_handshakes
 
 from edge_agent.config import Config
 from edge_agent.release import VERSION
@@ -95,6 +96,9 @@ class KafkaLink:
         self.backlog = backlog  # the spool's depth, sent along in a header
         self.producer_factory = producer_factory
         self.probe = probe  # which bootstrap servers answer now (pikit_contract/brokers.py)
+        # The probe keeps a new producer off a hung broker; this, the connections it opens later
+        # (a partition's new leader may be the broker that hangs).
+        bound_tls_handshakes()
         self.producer: Any = None
         # Read at start: a missing or broken key file stops the agent before it samples.
         key_file = config.kafka.signing_key_file

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pikit_contract.signing import Keyring
+from pikit_contract.tls_handshake import bound_tls_handshakes
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
-
-from pikit_spark.tls_handshake import bound_tls_handshakes
 
 LOG = logging.getLogger("pikit")
 AVAILABLE_NOW = "available-now"
@@ -210,7 +209,7 @@ def kafka_python_client(path: str) -> dict[str, Any]:
     """The same identity and request bound as kafka-python options, for the driver's
     transactional sink: a frozen broker then holds the sink's requests as briefly as the
     source's (spark_kafka_client_properties). Every kafka-python TLS handshake of the driver is
-    bounded from here on (tls_handshake.py)."""
+    bounded from here on (pikit_contract/tls_handshake.py)."""
     bound_tls_handshakes()
     properties = read_properties(path)
     client: dict[str, Any] = {

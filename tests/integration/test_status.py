@@ -4,6 +4,7 @@ its own: what it reads from the admin API and from the readings topic, and a bro
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from pikit_contract import signing
+from pikit_contract.brokers import PROBE_TIMEOUT_S
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
 from pikit_testkit.broker import LocalBroker
 from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit.site import Site
+from pikit import latest
+from pikit.site import Site, SiteError
 from pikit.status import collect
 from pikit.topic import mtls_client
 from tests.conftest import run_preflight
@@ -132,12 +135,34 @@ def test_a_forged_or_unsigned_record_never_changes_what_status_shows_of_a_device
     assert "spool" not in edge2.details  # its forgery says nothing of its own readings
 
 
+def test_a_hung_broker_is_named_down_within_the_probes_bound(site: tuple[Site, LocalBroker, Path]) -> None:
+    """SIGSTOPped, as a hung JVM or a stalled SD card leaves it: its kernel still takes the
+    connection, and a client's TLS handshake would wait for as long as it hangs."""
+    found, broker, pki = site
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        status = collect(found, silent_after=60)
+        took = time.monotonic() - started
+        with pytest.raises(SiteError, match="no broker"):
+            latest.read(found, pki=pki)
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+    (b1,) = status.brokers
+    assert b1.problems == [f"down: no answer on 127.0.0.1:{broker.port} within {PROBE_TIMEOUT_S:.0f} s"]
+    assert status.quorum.problems == [f"no broker answers on port {broker.port}: the cluster is down"]
+    assert took < PROBE_TIMEOUT_S + 15, f"pikit status took {took:.1f} s on a hung broker"
+    # Thawed, it is believed again.
+    assert collect(found, silent_after=60).brokers[0].details["up"]
+
+
 def test_a_stopped_broker_is_named_down(site: tuple[Site, LocalBroker, Path]) -> None:
     found, broker, _ = site
     broker.stop()
     status = collect(found, silent_after=60)
     (b1,) = status.brokers
-    assert b1.problems == [f"down: nothing listens on 127.0.0.1:{broker.port}"]
+    assert b1.problems == [f"down: no answer on 127.0.0.1:{broker.port} within {PROBE_TIMEOUT_S:.0f} s"]
     assert status.quorum.problems == [f"no broker answers on port {broker.port}: the cluster is down"]
     # The devices are not blamed for what Kafka cannot tell (edge-1's certificate still is).
     assert [a.details["last_reading"] for a in status.agents] == ["unknown: no broker answers"] * 2

@@ -6,7 +6,7 @@ def _status(problem: bool) -> Status:
     broker = Part(
         "pi-2",
         {"up": False, "address": "10.0.0.12"},
-        ["down: nothing listens on port 9092"] if problem else [],
+        ["down: no answer on 10.0.0.12:9092 within 5 s"] if problem else [],
     )
     return Status(
         site="inventory/lab",
@@ -56,10 +56,10 @@ def _status(problem: bool) -> Status:
 
 def test_a_problem_is_named_with_its_reason_and_counted() -> None:
     status = _status(problem=True)
-    assert status.problems == ["broker pi-2: down: nothing listens on port 9092"]
+    assert status.problems == ["broker pi-2: down: no answer on 10.0.0.12:9092 within 5 s"]
     screen = text(status, color=False)
     assert "1 PROBLEMS" in screen
-    assert "BAD pi-2" in screen and "down: nothing listens on port 9092" in screen
+    assert "BAD pi-2" in screen and "down: no answer on 10.0.0.12:9092 within 5 s" in screen
     assert "ok  pi-1" in screen and "partitions 14 (leads 5)  URP 0  disk 12%" in screen
     assert "stream: batch 12, 3 records behind" in screen
     assert "spool 0  release 0.1.0  certificate 364 days" in screen

@@ -1,5 +1,5 @@
-"""The drivers' kafka-python TLS handshakes give up on a broker that does not answer
-(pikit_spark/tls_handshake.py), and still complete with one that does."""
+"""The kit's kafka-python TLS handshakes give up on a broker that does not answer
+(pikit_contract/tls_handshake.py), and still complete with one that does."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from kafka.errors import KafkaTimeoutError
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaSSLTransport
-from pikit_spark.tls_handshake import UNBOUNDED, bound_tls_handshakes
+from pikit_contract.tls_handshake import UNBOUNDED, bound_tls_handshakes
 from pikit_testkit.certs import certificate, new_key, pem
 
 BOUND_S = 1.0
@@ -76,3 +76,27 @@ def test_kafka_pythons_own_handshake_is_still_the_unbounded_one_this_replaces() 
     source = inspect.getsource(UNBOUNDED)
     assert "await self._net.wait_read(self._sock)\n" in source
     assert "timeout" not in source
+
+
+def test_the_agent_and_the_controllers_tools_bound_their_handshakes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's link to Kafka, the options the Spark drivers' sink and election make clients
+    from, and those of `pikit status` and `pikit latest`."""
+    from edge_agent.config import parse
+    from edge_agent.kafka_link import KafkaLink
+    from pikit_spark.common import kafka_python_client
+
+    from pikit.topic import mtls_client
+    from tests.unit.edge.test_contract_and_agent import RecordingProducer, _doc
+
+    monkeypatch.setattr(KafkaSSLTransport, "handshake", UNBOUNDED)
+    KafkaLink(parse(_doc(tmp_path)), producer_factory=RecordingProducer)
+    assert KafkaSSLTransport.handshake is not UNBOUNDED
+    monkeypatch.setattr(KafkaSSLTransport, "handshake", UNBOUNDED)
+    mtls_client(["127.0.0.1:9093"], tmp_path)
+    assert KafkaSSLTransport.handshake is not UNBOUNDED
+    monkeypatch.setattr(KafkaSSLTransport, "handshake", UNBOUNDED)
+    (tmp_path / "client.properties").write_text("bootstrap.servers=127.0.0.1:9093\n")
+    kafka_python_client(str(tmp_path / "client.properties"))
+    assert KafkaSSLTransport.handshake is not UNBOUNDED
