@@ -164,6 +164,7 @@ def measure(design: str, devices: int, executors: int, args: argparse.Namespace)
         SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
         .appName(f"fold-{design}")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(executors))
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -206,8 +207,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print("CPU seconds per batch: median (min-max)")
     print(f"{'design':<10} {'devices':>8} {'executors':>9}  {'driver':<20} {'busiest executor':<20}")
-    for devices in (int(d) for d in args.devices.split(",")):
-        for executors in (int(e) for e in args.executors.split(",")):
+    busiest: dict[tuple[str, int, int], float] = {}
+    driver: dict[tuple[str, int, int], float] = {}
+    devices_wanted = [int(d) for d in args.devices.split(",")]
+    executors_wanted = [int(e) for e in args.executors.split(",")]
+    for devices in devices_wanted:
+        for executors in executors_wanted:
             for design in ("driver", "executors"):
                 spent = measure(design, devices, executors, args)
                 cells = [
@@ -215,6 +220,22 @@ def main(argv: list[str] | None = None) -> None:
                     for v in (spent["driver"], spent["busiest executor"])
                 ]
                 print(f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20}", flush=True)
+                driver[design, devices, executors] = statistics.median(spent["driver"])
+                busiest[design, devices, executors] = max(
+                    driver[design, devices, executors], statistics.median(spent["busiest executor"])
+                )
+    # Issue 66's two ratios, each design beside the other: the busiest process's CPU with the
+    # most executors against one, at the most devices; the driver's at the most devices against
+    # the fewest, with one executor.
+    most, fewest = max(devices_wanted), min(devices_wanted)
+    one, many = min(executors_wanted), max(executors_wanted)
+    for design in ("driver", "executors"):
+        spread = busiest[design, most, many] / busiest[design, most, one]
+        grows = driver[design, most, one] / driver[design, fewest, one]
+        print(
+            f"{design:<10} busiest process, {many} executors / {one}, {most} devices: {spread:.2f}x; "
+            f"driver, {most} devices / {fewest}: {grows:.2f}x"
+        )
 
 
 if __name__ == "__main__":
