@@ -604,7 +604,7 @@ def _mirror_lag(part: Part, config: dict[str, str], urls: list[str], client: dic
 
 def collect(site: Site, silent_after: float = 120.0, lookback: float = 900.0) -> Status:
     pki = site.state_dir / "pki"
-    reachable = answering_brokers(site, pki)
+    reachable = answering_brokers(site, pki, grace=PROBE_TIMEOUT_S)  # each broker judged
     quorum, brokers = kafka_parts(site, pki, reachable)
     nodes = node_parts(site)
     return Status(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pikit_contract.brokers import PROBE_TIMEOUT_S, answering
+from pikit_contract.brokers import PROBE_GRACE_S, PROBE_TIMEOUT_S, answering
 from pikit_contract.tls_handshake import bound_tls_handshakes
 from pikit_contract.topics import read_to_end
 
-from pikit.site import Site
+from pikit.site import Site, SiteError
 
 __all__ = ["answering_brokers", "mtls_client", "read_to_end", "trust_file"]
 
@@ -35,10 +35,14 @@ def mtls_client(bootstrap: list[str], pki: Path, principal: str = "admin") -> di
     }
 
 
-def answering_brokers(site: Site, pki: Path) -> list[str]:
-    """host:port of each broker of the inventory that answers a request over mTLS within
-    PROBE_TIMEOUT_S, each given the whole bound: a hung broker's kernel still takes a connection,
-    and a client started from it would wait on it."""
+def answering_brokers(site: Site, pki: Path, grace: float = PROBE_GRACE_S) -> list[str]:
+    """host:port of the inventory's brokers that answer a request over mTLS within
+    PROBE_TIMEOUT_S; those not answered within `grace` s of the first answer are left out (a
+    client needs one to start; `pikit status`, which judges each, gives them the whole bound). A
+    hung broker's kernel still takes a connection, and a client started from it would wait on it."""
     found = site.addresses("kafka-client", site.hosts("kafka_broker"))
-    servers = [f"{address}:{port}" for address, port in found]
-    return answering(mtls_client(servers, pki), PROBE_TIMEOUT_S, grace=PROBE_TIMEOUT_S)
+    client = mtls_client([f"{address}:{port}" for address, port in found], pki)
+    identity = client["ssl_certfile"]
+    if not Path(identity).exists():
+        raise SiteError(f"{identity} is missing: the identity site.yml makes for the controller")
+    return answering(client, PROBE_TIMEOUT_S, grace=grace)

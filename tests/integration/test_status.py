@@ -155,6 +155,9 @@ def test_a_hung_broker_is_named_down_within_the_probes_bound(site: tuple[Site, L
     assert took < PROBE_TIMEOUT_S + 15, f"pikit status took {took:.1f} s on a hung broker"
     # Thawed, it is believed again.
     assert collect(found, silent_after=60).brokers[0].details["up"]
+    # A controller that holds no identity of the cluster (no site.yml run from it yet) says so.
+    with pytest.raises(SiteError, match=r"admin\.pem is missing"):
+        latest.read(found, pki=pki.parent / "elsewhere")
 
 
 def test_a_stopped_broker_is_named_down(site: tuple[Site, LocalBroker, Path]) -> None:
