@@ -30,6 +30,8 @@ def describe(kind: str, part: Part) -> str:
     if kind == "broker":
         if not d.get("up"):
             return str(d.get("address", ""))
+        if "node_id" not in d:  # the admin API did not answer (a broker hung): the probe's word only
+            return f"{d.get('address', '')}  answers on its client port"
         disk = f"  disk {d['disk_used']:.0%}" if d.get("disk_used") is not None else ""
         return (
             f"node {d['node_id']}  {d['address']}  partitions {d.get('partitions', 0)} "

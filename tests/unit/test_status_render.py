@@ -115,3 +115,16 @@ def test_a_mirror_shows_its_lag_per_topic_on_its_core() -> None:
     line = next(line for line in text(status, color=False).splitlines() if "greenhouse.mirror" in line)
     assert "sensor-aggregates on core: 0 behind, caught up" in line
     assert "sensor-alerts on core: 42 behind, oldest 612 s" in line
+
+
+def test_a_hung_broker_that_keeps_the_admin_api_from_answering_renders_what_the_probe_found() -> None:
+    """As on the demo's lab with pi-1's broker SIGSTOPped: the admin client's handshake with it gives
+    up, so the others are known to answer and nothing more (pikit.status.kafka_parts)."""
+    status = _status(problem=True)
+    status.quorum.details = {}
+    status.quorum.problems = ["the admin API did not answer (KafkaConnectionError: Handshake failed)"]
+    status.brokers[0].details = {"up": True, "address": "10.0.0.11"}
+    screen = text(status, color=False)
+    assert "ok  pi-1" in screen and "10.0.0.11  answers on its client port" in screen
+    assert "BAD pi-2" in screen and "BAD KRaft" in screen
+    assert "the admin API did not answer" in page(status)
