@@ -1,23 +1,25 @@
 """Where a micro-batch's fold runs, measured before it moves (docs/design/any-pi-dies.md): on the
 driver, as sensor_aggregates does today, or on the executors, one task per readings partition.
+Both write what the app writes, to a real broker (one local KRaft node, plaintext).
 
 Both designs take the same batches through sensor_aggregates' own summary
 (`device_windows.summarize`: Spark SQL, on the executors) and its own fold (`device_windows.fold`):
 
-- driver: the summary's rows fetched to the driver, folded there against every device's state,
-  and the changes made into the state topic's records (`changelog.KafkaState`), as the app does;
+- driver: the summary's rows fetched to the driver and folded there against every device's
+  state (`changelog.KafkaState`); the windows, the latest values, the state's changes and every
+  partition's source offset go out in one transaction (`sink.TransactionalSink`), as the app does;
 - executors: the summary's rows sent to one task per readings partition (a pair RDD partitioned
   by the partition Kafka's default partitioner gives the device, as the agent's records are
-  keyed), each folding its devices against its partition's state. Here each task reads its
-  partition's state from a JSON file and writes it back every batch, standing in for the
-  compacted state topic: more than the design pays, which keeps the state in the executor's
-  memory and writes only the devices that changed (`changelog.changes`).
+  keyed). Each task folds its devices against its partition's state and commits its partition's
+  outputs, state changes and source offset in a transaction of its own
+  (`partition_sink.PartitionSink`, kept by the Python worker between batches with the state).
 
 A batch is `--seconds-per-batch` of readings at 1 reading/s per device, three metrics, every
 device's readings on time. On a local cluster (each executor a JVM of its own with one core, its
 Python workers beside it), it prints the CPU seconds per batch of the driver (its JVM and its
 Python) and of the busiest executor (its JVM and its Python workers): median, min and max over
 `--batches`, after `--warm` batches, for each design x device count x executor count, side by side.
+The broker's CPU is not counted: it is the same Kafka work in both designs.
 
     .venv/bin/python -m bench.fold_placement [--devices 2,10000] [--executors 1,2] [--batches 5]
 """
@@ -26,20 +28,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import NewTopic
 from kafka.partitioner.default import murmur2
+from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.changelog import KafkaState
 from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, horizon_at, summarize
+from pikit_spark.partition_sink import Slice, for_partition
 from pikit_spark.seqs import block_filters
+from pikit_spark.sink import Change, TransactionalSink
+from pikit_spark.state import Tables
+from pikit_testkit.broker import LocalBroker
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -50,11 +60,58 @@ PARTITIONS = 6  # the readings topic's (roles/kafka/defaults/main.yml)
 METRICS = ("temperature", "humidity", "pressure")
 T0 = 1_800_000_000
 TIMING = Timing(window_s=60, slack_s=10, horizon_s=24 * 3600)
+OFFSETS_PER_BATCH = 1_000  # each batch's slice of every readings partition (none is read)
+# A design's batch: the frame, its index and its processing time -> how many partitions' state it
+# read from Kafka (a task that ran where the partition's last task had not).
+Run = Callable[[DataFrame, int, float], int]
 
 
 def partition_of(device: str) -> int:
     """The partition Kafka's default partitioner gives a record keyed by `device` (the agent's)."""
     return int(murmur2(device.encode()) & 0x7FFFFFFF) % PARTITIONS
+
+
+@dataclass(frozen=True)
+class Topics:
+    """One run's topics, new for each (the state starts empty)."""
+
+    app: str
+    readings: str
+    aggregates: str
+    latest: str
+    state: str
+    client: dict[str, Any]
+
+    @classmethod
+    def create(cls, broker: str) -> Topics:
+        tag = uuid.uuid4().hex[:8]
+        names = {n: f"{n}-{tag}" for n in ("readings", "aggregates", "latest", "state")}
+        compacted = {"cleanup.policy": "compact"}
+        admin = KafkaAdminClient(bootstrap_servers=[broker])
+        try:
+            admin.create_topics(
+                [
+                    NewTopic(
+                        name,
+                        num_partitions=PARTITIONS,
+                        replication_factor=1,
+                        topic_configs=compacted if n in ("latest", "state") else {},
+                    )
+                    for n, name in names.items()
+                ]
+            )
+        finally:
+            admin.close()
+        return cls(f"bench-{tag}", **names, client={"bootstrap_servers": [broker]})
+
+    def outputs(self, closed: list[dict[str, Any]]) -> dict[str, list[Change]]:
+        """What sensor_aggregates writes of the closed windows (the batches have no late reading
+        and no dead letter)."""
+        return {self.aggregates: list(as_kafka_records(closed)), self.latest: list(as_latest_records(closed))}
+
+    def slice(self, partition: int, index: int) -> Slice:
+        tp = TopicPartition(self.readings, partition)
+        return Slice(tp, index * OFFSETS_PER_BATCH, (index + 1) * OFFSETS_PER_BATCH)
 
 
 def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFrame:
@@ -75,45 +132,49 @@ def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFr
     )
 
 
-def on_the_driver(spark: SparkSession, root: Path) -> Any:
-    state = KafkaState("unused", STATE_SCHEMAS, {})
-    state._held = ({name: [] for name in STATE_SCHEMAS}, {})  # an empty topic, not read
+def on_the_driver(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[], None]]:
+    state = KafkaState(topics.state, STATE_SCHEMAS, topics.client)
+    sink = TransactionalSink([topics.aggregates, topics.latest, topics.state], topics.app, topics.client)
 
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
         step = advance(frame, processed_at, state.before(), TIMING)  # sensor_aggregates' own
-        state.changes_to(step.state)  # the records its transaction would send
+        source = {topics.slice(p, index).readings: topics.slice(p, index).end for p in range(PARTITIONS)}
+        sink.write(index, {**topics.outputs(step.closed), topics.state: state.changes_to(step.state)}, source)
         state.committed()
-        return len(step.closed)
+        return 0  # held by the driver from the start
 
-    return run
+    return run, sink.close
 
 
-def on_the_executors(spark: SparkSession, root: Path) -> Any:
-    store = str(root / "executors")
-    Path(store).mkdir(parents=True, exist_ok=True)
-
+def on_the_executors(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[], None]]:
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
         # What advance() fetches to the driver (the seq blocks that repeat a seq, which these
         # batches never do, are left to the task), sent to the partitions' tasks instead.
         summary = summarize(frame, {}, horizon_at(processed_at, TIMING), TIMING).where(block_filters()[1])
         keyed = summary.rdd.map(lambda row: (partition_of(row["device"]), row))
         folded = keyed.partitionBy(PARTITIONS, lambda p: p).mapPartitionsWithIndex(
-            lambda p, rows: _fold_partition(store, p, rows, processed_at)
+            lambda p, rows: _fold_partition(topics, p, rows, index, processed_at)
         )
         return sum(folded.collect())
 
-    return run
+    return run, lambda: None  # the writers end with the executors' Python workers
 
 
-def _fold_partition(store: str, partition: int, rows: Iterable[Any], processed_at: float) -> Iterator[int]:
-    path = Path(store) / f"{partition}.json"
-    held = json.loads(path.read_text()) if path.exists() else {}
-    state = {name: [tuple(r) for r in held.get(name, [])] for name in STATE_SCHEMAS}
-    step = fold([row for _, row in rows if row["kind"] is not None], state, processed_at, TIMING)
-    aside = path.with_suffix(".tmp")
-    aside.write_text(json.dumps(step.state, separators=(",", ":")))
-    aside.replace(path)
-    yield len(step.closed)
+def _fold_partition(
+    topics: Topics, partition: int, rows: Iterable[Any], index: int, processed_at: float
+) -> Iterator[int]:
+    summary = [row for _, row in rows if row["kind"] is not None]
+
+    def folded(state: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
+        step = fold(summary, state, processed_at, TIMING)
+        return topics.outputs(step.closed), step.state
+
+    writer = for_partition(
+        topics.app, partition, [topics.aggregates, topics.latest], topics.state, STATE_SCHEMAS, topics.client
+    )
+    reads = writer.state_reads
+    writer.commit(index, topics.slice(partition, index), folded)
+    yield writer.state_reads - reads
 
 
 def _descendants(pid: int) -> list[int]:
@@ -157,7 +218,9 @@ def _spent(groups: dict[str, list[int]]) -> dict[str, float]:
     return spent
 
 
-def measure(design: str, devices: int, executors: int, args: argparse.Namespace) -> dict[str, list[float]]:
+def measure(
+    design: str, devices: int, executors: int, broker: str, args: argparse.Namespace
+) -> dict[str, list[float]]:
     # The executors' Python workers are this venv's (PySpark reads the variable, not a setting).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
@@ -176,22 +239,25 @@ def measure(design: str, devices: int, executors: int, args: argparse.Namespace)
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        with tempfile.TemporaryDirectory() as scratch:
-            run = (on_the_driver if design == "driver" else on_the_executors)(spark, Path(scratch))
-            per_batch: dict[str, list[float]] = {"driver": [], "busiest executor": []}
+        run, close = (on_the_driver if design == "driver" else on_the_executors)(spark, Topics.create(broker))
+        per_batch: dict[str, list[float]] = {"driver": [], "busiest executor": [], "state reads": []}
+        try:
             for index in range(args.warm + args.batches):
                 frame = batch(spark, devices, args.seconds_per_batch, index)
                 processed_at = float(T0 + (index + 1) * args.seconds_per_batch + 1)
                 groups = _processes(spark)
                 before = _spent(groups)
-                run(frame, index, processed_at)
+                reads = run(frame, index, processed_at)
                 after = _spent(groups)
                 if index < args.warm:
                     continue
                 used = {name: after[name] - before[name] for name in groups}
                 per_batch["driver"].append(used.pop("driver"))
                 per_batch["busiest executor"].append(max(used.values(), default=0.0))
-            return per_batch
+                per_batch["state reads"].append(reads)
+        finally:
+            close()
+        return per_batch
     finally:
         spark.stop()
         time.sleep(2)  # the local cluster's JVMs go before the next one starts
@@ -206,24 +272,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds-per-batch", type=int, default=10, help="the apps' trigger")
     args = parser.parse_args(argv)
     print("CPU seconds per batch: median (min-max)")
-    print(f"{'design':<10} {'devices':>8} {'executors':>9}  {'driver':<20} {'busiest executor':<20}")
+    print(
+        f"{'design':<10} {'devices':>8} {'executors':>9}  {'driver':<20} {'busiest executor':<20} "
+        "partitions' state read a batch (mean)"
+    )
     busiest: dict[tuple[str, int, int], float] = {}
     driver: dict[tuple[str, int, int], float] = {}
     devices_wanted = [int(d) for d in args.devices.split(",")]
     executors_wanted = [int(e) for e in args.executors.split(",")]
-    for devices in devices_wanted:
-        for executors in executors_wanted:
-            for design in ("driver", "executors"):
-                spent = measure(design, devices, executors, args)
-                cells = [
-                    f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
-                    for v in (spent["driver"], spent["busiest executor"])
-                ]
-                print(f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20}", flush=True)
-                driver[design, devices, executors] = statistics.median(spent["driver"])
-                busiest[design, devices, executors] = max(
-                    driver[design, devices, executors], statistics.median(spent["busiest executor"])
-                )
+
+    def record(design: str, devices: int, executors: int, spent: dict[str, list[float]]) -> None:
+        cells = [
+            f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+            for v in (spent["driver"], spent["busiest executor"])
+        ]
+        reads = statistics.mean(spent["state reads"])
+        print(
+            f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20} {reads:>5.1f}",
+            flush=True,
+        )
+        driver[design, devices, executors] = statistics.median(spent["driver"])
+        busiest[design, devices, executors] = max(
+            driver[design, devices, executors], statistics.median(spent["busiest executor"])
+        )
+
+    with tempfile.TemporaryDirectory() as work:
+        broker = LocalBroker(Path(work))
+        broker.start()
+        try:
+            for devices in devices_wanted:
+                for executors in executors_wanted:
+                    for design in ("driver", "executors"):
+                        record(
+                            design,
+                            devices,
+                            executors,
+                            measure(design, devices, executors, broker.address, args),
+                        )
+        finally:
+            broker.stop()
     # Issue 66's two ratios, each design beside the other: the busiest process's CPU with the
     # most executors against one, at the most devices; the driver's at the most devices against
     # the fewest, with one executor.

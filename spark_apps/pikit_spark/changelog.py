@@ -49,10 +49,11 @@ def documents(tables: Tables) -> dict[str, Document]:
 def changes(before: Tables, after: Tables) -> list[Change]:
     """The records that take the topic from `before` to `after`: a device whose rows changed gets
     its whole new document, one whose rows are gone a tombstone; an unchanged device, nothing."""
-    return _changes(documents(before), documents(after))
+    return changes_between(documents(before), documents(after))
 
 
-def _changes(old: dict[str, Document], new: dict[str, Document]) -> list[Change]:
+def changes_between(old: dict[str, Document], new: dict[str, Document]) -> list[Change]:
+    """`changes`, from the devices' documents on both sides."""
     records: list[Change] = [
         (device.encode(), _encode(doc), []) for device, doc in new.items() if old.get(device) != doc
     ]
@@ -61,15 +62,20 @@ def _changes(old: dict[str, Document], new: dict[str, Document]) -> list[Change]
 
 
 def read_state(
-    topic: str, schemas: Mapping[str, str], client: Mapping[str, Any], timeout: float = 60.0
+    topic: str,
+    schemas: Mapping[str, str],
+    client: Mapping[str, Any],
+    timeout: float = 60.0,
+    partition: int | None = None,
 ) -> Tables:
-    """The state the topic holds at its committed end: the newest document of each device, as the
-    tables' rows (tuples in column order, as VersionedTables gives them). A missing topic is an
-    error, not an empty state."""
+    """The state the topic holds at its committed end (of one partition's devices, when given): the
+    newest document of each device, as the tables' rows (tuples in column order, as VersionedTables
+    gives them). A missing topic is an error, not an empty state."""
     device_tables(schemas)
     # Bounded: a cold start reads every device's document once.
     bounded = {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
-    latest = {r.key: r.value for r in read_to_end(topic, timeout, missing_ok=False, **bounded)}
+    only = None if partition is None else [partition]
+    latest = {r.key: r.value for r in read_to_end(topic, timeout, missing_ok=False, only=only, **bounded)}
     tables: Tables = {name: [] for name in schemas}
     for value in latest.values():
         if value is None:
@@ -100,7 +106,7 @@ class KafkaState:
     def changes_to(self, after: Tables) -> list[Change]:
         kept = {name: [tuple(row) for row in after.get(name, [])] for name in self.schemas}
         self._pending = (kept, documents(kept))
-        return _changes(self._state()[1], self._pending[1])
+        return changes_between(self._state()[1], self._pending[1])
 
     def committed(self) -> None:
         """The state `changes_to` was last given is the topic's now: its transaction committed."""

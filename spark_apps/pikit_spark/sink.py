@@ -165,9 +165,15 @@ class TransactionalSink:
         call_timeout: float = 30.0,
         failpoints: str | None = None,
         confirm: Callable[[], None] | None = None,
+        group: str | None = None,
+        pinned: Mapping[str, int] | None = None,
     ) -> None:
         self.topics = topics
-        self.transactional_id = self.group = f"{SPARK_PREFIX}{name}"
+        self.transactional_id = f"{SPARK_PREFIX}{name}"
+        # The group the source offsets go to: the transactional id's by default; one readings
+        # partition's writer (pikit_spark/partition_sink.py) commits to its app's.
+        self.group = group or self.transactional_id
+        self.pinned = dict(pinned or {})  # topic -> the one partition every record of it goes to
         self.client = client
         self.marker = TopicPartition(topics[0], 0)
         self.lineage = lineage
@@ -232,7 +238,7 @@ class TransactionalSink:
         """The longest one attempt at a batch waits on Kafka, seconds: flush, offsets, commit."""
         return self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S + 2 * self.call_timeout
 
-    def _committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         """What the sink's group holds for these partitions (OffsetAndMetadata, or None)."""
         consumer = KafkaConsumer(
             **{**self.client, "bootstrap_servers": self._answering},
@@ -248,7 +254,7 @@ class TransactionalSink:
 
     def marker_state(self) -> tuple[int, str]:
         """(last batch id committed, query id that committed it); (-1, "") before the first."""
-        committed = self._committed([self.marker])[self.marker]
+        committed = self.committed([self.marker])[self.marker]
         if committed is None or committed.offset < 0:
             return -1, ""
         return committed.offset - 1, committed.metadata or ""
@@ -317,7 +323,7 @@ class TransactionalSink:
 
     def committed_source(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offsets the sink's group holds for these source partitions (-1: none yet)."""
-        held = self._committed(partitions)
+        held = self.committed(partitions)
         return {tp: -1 if found is None else found.offset for tp, found in held.items()}
 
     def covers(self, source: SourceOffsets) -> bool:
@@ -358,9 +364,31 @@ class TransactionalSink:
         if self._written_before(batch_id, source):
             LOG.info("batch %d: written to %s before a restart; skipped", batch_id, ",".join(self.topics))
             return None
+        marker = (
+            {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
+            if source is None
+            else {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in source.items()}
+        )
+        self.transact(producer, records, marker)
+        self._last_batch = batch_id
+        if source is not None:
+            self._source = {**(self._source or {}), **source}
+            self._mine = {**(self._mine or {}), **source}
+        counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
+        LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
+        return len(records)
+
+    def transact(
+        self,
+        producer: BoundedProducer,
+        records: list[tuple[str, Change]],
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> None:
+        """One transaction: every record acknowledged, then the offsets to the group, then the
+        commit. Raises, the transaction left open for the next producer to abort, on any failure."""
         producer.begin_transaction()
         futures = [
-            producer.send(topic, key=key, value=value, headers=headers)
+            producer.send(topic, key=key, value=value, headers=headers, partition=self.pinned.get(topic))
             for topic, (key, value, headers) in records
         ]
         # Bounded: while the transaction coordinator is away, kafka-python neither sends nor
@@ -369,22 +397,10 @@ class TransactionalSink:
         for future in futures:
             future.get(timeout=0)  # raises the send's error: the batch must not commit
         self._failpoint(SINK_AFTER_SENDS)
-        marker = (
-            {self.marker: OffsetAndMetadata(batch_id + 1, self.lineage, -1)}
-            if source is None
-            else {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in source.items()}
-        )
-        producer.send_offsets_within(marker, self.group, self.call_timeout)
+        producer.send_offsets_within(offsets, self.group, self.call_timeout)
         self._failpoint(SINK_BEFORE_COMMIT)  # also after the offsets: one moment in this client
         producer.commit_within(self.call_timeout)
         self._failpoint(SINK_AFTER_COMMIT)
-        self._last_batch = batch_id
-        if source is not None:
-            self._source = {**(self._source or {}), **source}
-            self._mine = {**(self._mine or {}), **source}
-        counts = {t: sum(1 for topic, _ in records if topic == t) for t in self.topics}
-        LOG.info("batch %d: committed %s", batch_id, ", ".join(f"{n} to {t}" for t, n in counts.items()))
-        return len(records)
 
     def _failpoint(self, name: str) -> None:
         if self.failpoints:
