@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import NewTopic
+from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.changelog import KafkaState
@@ -49,7 +48,7 @@ from pikit_spark.partition_sink import Slice, for_partition
 from pikit_spark.seqs import block_filters
 from pikit_spark.sink import Change, TransactionalSink
 from pikit_spark.state import Tables
-from pikit_testkit.broker import LocalBroker
+from pikit_testkit.broker import COMPACTED, LocalBroker, new_topic
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -84,25 +83,11 @@ class Topics:
 
     @classmethod
     def create(cls, broker: str) -> Topics:
-        tag = uuid.uuid4().hex[:8]
-        names = {n: f"{n}-{tag}" for n in ("readings", "aggregates", "latest", "state")}
-        compacted = {"cleanup.policy": "compact"}
-        admin = KafkaAdminClient(bootstrap_servers=[broker])
-        try:
-            admin.create_topics(
-                [
-                    NewTopic(
-                        name,
-                        num_partitions=PARTITIONS,
-                        replication_factor=1,
-                        topic_configs=compacted if n in ("latest", "state") else {},
-                    )
-                    for n, name in names.items()
-                ]
-            )
-        finally:
-            admin.close()
-        return cls(f"bench-{tag}", **names, client={"bootstrap_servers": [broker]})
+        made = {
+            n: new_topic(broker, n, PARTITIONS, COMPACTED if n in ("latest", "state") else None)
+            for n in ("readings", "aggregates", "latest", "state")
+        }
+        return cls(f"bench-{uuid.uuid4().hex[:8]}", **made, client={"bootstrap_servers": [broker]})
 
     def outputs(self, closed: list[dict[str, Any]]) -> dict[str, list[Change]]:
         """What sensor_aggregates writes of the closed windows (the batches have no late reading
@@ -138,7 +123,7 @@ def on_the_driver(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[]
 
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
         step = advance(frame, processed_at, state.before(), TIMING)  # sensor_aggregates' own
-        source = {topics.slice(p, index).readings: topics.slice(p, index).end for p in range(PARTITIONS)}
+        source = {part.readings: part.end for part in (topics.slice(p, index) for p in range(PARTITIONS))}
         sink.write(index, {**topics.outputs(step.closed), topics.state: state.changes_to(step.state)}, source)
         state.committed()
         return 0  # held by the driver from the start

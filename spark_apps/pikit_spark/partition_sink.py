@@ -79,7 +79,6 @@ class PartitionSink:
         self.partition = partition
         self.state_topic = state_topic
         self.schemas = dict(schemas)
-        self.client = dict(client)
         self.sink = TransactionalSink(
             [*outputs, state_topic],
             f"{app}-p{partition}",
@@ -149,7 +148,7 @@ class PartitionSink:
 
     def _state(self, stamp: Stamp) -> _Held:
         if self._held is None or self._held.stamp != stamp:
-            tables = read_state(self.state_topic, self.schemas, self.client, partition=self.partition)
+            tables = read_state(self.state_topic, self.schemas, self.sink.client, partition=self.partition)
             self.state_reads += 1
             self._held = _Held(stamp, tables, documents(tables))
         return self._held

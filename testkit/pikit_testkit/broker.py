@@ -161,15 +161,23 @@ class LocalBroker:
         self.proc = None
 
 
-def new_topic(address: str, prefix: str = "out", partitions: int = 2) -> str:
-    """A topic of its own (a random name after `prefix`) on the broker at `address`."""
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+def new_topic(
+    address: str, prefix: str = "out", partitions: int = 2, configs: dict[str, str] | None = None
+) -> str:
+    """A topic of its own (a random name after `prefix`) on the broker at `address`, with the
+    topic `configs` given (e.g. COMPACTED)."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=[address])
     try:
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, topic_configs=configs or {})]
+        )
     finally:
         admin.close()
     return name

@@ -5,16 +5,15 @@ device's state lies in the partition number of its readings."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import KafkaProducer, TopicPartition
 from pikit_spark.changelog import KafkaState, changes, documents, read_state
 from pikit_spark.device_windows import STATE_SCHEMAS
 from pikit_spark.sink import BoundedProducer, SupersededError, TransactionalSink
 from pikit_spark.state import Tables
+from pikit_testkit.broker import COMPACTED, new_topic
 
 from pikit.topic import read_to_end
 
@@ -22,25 +21,8 @@ READINGS_PARTITIONS = 6
 
 
 def _topics(broker: str) -> tuple[str, str, str]:
-    tag = uuid.uuid4().hex[:8]
-    readings, out, state = f"readings-{tag}", f"out-{tag}", f"state-{tag}"
-    admin = KafkaAdminClient(bootstrap_servers=[broker])
-    try:
-        admin.create_topics(
-            [
-                NewTopic(readings, num_partitions=READINGS_PARTITIONS, replication_factor=1),
-                NewTopic(out, num_partitions=2, replication_factor=1),
-                NewTopic(
-                    state,
-                    num_partitions=READINGS_PARTITIONS,
-                    replication_factor=1,
-                    topic_configs={"cleanup.policy": "compact"},
-                ),
-            ]
-        )
-    finally:
-        admin.close()
-    return readings, out, state
+    readings = new_topic(broker, "readings", READINGS_PARTITIONS)
+    return readings, new_topic(broker, "out"), new_topic(broker, "state", READINGS_PARTITIONS, COMPACTED)
 
 
 def _tables(devices: range, window_start: int, seq: int) -> Tables:

@@ -10,12 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import KafkaConsumer, TopicPartition
 from pikit_spark.changelog import read_state
 from pikit_spark.partition_sink import Fold, PartitionSink, Slice
 from pikit_spark.sink import Change, SupersededError
 from pikit_spark.state import Tables
+from pikit_testkit.broker import COMPACTED, new_topic
 
 from pikit.topic import read_to_end
 
@@ -23,22 +23,11 @@ SCHEMAS = {"counts": "device STRING, n BIGINT"}
 
 
 def _topics(broker: str) -> tuple[str, str, str]:
-    tag = uuid.uuid4().hex[:8]
-    readings, out, state = f"readings-{tag}", f"out-{tag}", f"state-{tag}"
-    admin = KafkaAdminClient(bootstrap_servers=[broker])
-    try:
-        admin.create_topics(
-            [
-                NewTopic(readings, num_partitions=2, replication_factor=1),
-                NewTopic(out, num_partitions=1, replication_factor=1),
-                NewTopic(
-                    state, num_partitions=2, replication_factor=1, topic_configs={"cleanup.policy": "compact"}
-                ),
-            ]
-        )
-    finally:
-        admin.close()
-    return readings, out, state
+    return (
+        new_topic(broker, "readings"),
+        new_topic(broker, "out", 1),
+        new_topic(broker, "state", 2, COMPACTED),
+    )
 
 
 def counting(out: str, devices: list[str]) -> Fold:
