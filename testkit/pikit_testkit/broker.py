@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -13,11 +14,25 @@ from pathlib import Path
 
 from pikit import REPO, role_default
 
+# Where free_port looks: this many ports just below the kernel's ephemeral range.
+PORTS_BELOW_EPHEMERAL = 12_000
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing is bound to, below the kernel's ephemeral range. A port the kernel
+    hands out for bind(0) comes from that range, where any client's next outgoing connection may
+    take it before the broker binds it: a fresh-clone make test lost test_connect's broker that way
+    (BindException, 2026-12-04)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - PORTS_BELOW_EPHEMERAL), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or lingering in TIME_WAIT
+            return port
+    raise RuntimeError(f"no free loopback port below {low} after 100 tries")
 
 
 def cached_kafka() -> Path:
