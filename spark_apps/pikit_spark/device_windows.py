@@ -252,6 +252,7 @@ def summarize(
     timing: Timing,
     *,
     seq_blocks: bool = True,
+    by_partition: bool = False,
 ) -> DataFrame:
     """One pass over a batch's verdicts (or valid readings alone) -> a small frame, one row per:
 
@@ -262,6 +263,14 @@ def summarize(
     - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
       seq seen (pikit_spark/seqs.py).
 
+    `by_partition` keeps each readings partition's rows apart, for the task that folds that
+    partition (pikit_spark/partition_fold.py): every row also carries its `partition` and its
+    `route` (which `partition_fold.route` made and spread the verdicts by), and the
+    seq blocks are not rows of their own but columns of the others (`seq_block`, `seq_bits`),
+    one row per window x block, which `seqs.repeating` reads. So the summary is one grouping
+    of the verdicts as the route left them: a grouping set would shuffle them again, away from
+    the task that holds the partition.
+
     Resends of a seq at or below the device's high-water mark (`marks`: a device's high seq
     and the window end through which it is closed) are dropped here. The marks are few and
     go into the plan as a literal: no per-reading row crosses the network, and
@@ -269,7 +278,9 @@ def summarize(
     """
     # A dead letter has no device: kept.
     rows = above_marks(_as_verdicts(verdicts), marks, names=("high_seq", "was_closed"))
-    plan = _summary_plan(horizon_end, timing, marked=bool(marks), seq_blocks=seq_blocks)
+    plan = _summary_plan(
+        horizon_end, timing, marked=bool(marks), seq_blocks=seq_blocks, by_partition=by_partition
+    )
     keyed = rows.select(*plan.keyed)
     grouped = (
         keyed.groupingSets(plan.grouping_sets, *plan.grouped)
@@ -295,7 +306,9 @@ class _SummaryPlan:
 # depend on the batch only through the late horizon, which moves once a window: built once per
 # horizon.
 @functools.lru_cache(maxsize=4)
-def _summary_plan(horizon_end: int, timing: Timing, *, marked: bool, seq_blocks: bool) -> _SummaryPlan:
+def _summary_plan(
+    horizon_end: int, timing: Timing, *, marked: bool, seq_blocks: bool, by_partition: bool = False
+) -> _SummaryPlan:
     was_closed = F.col("was_closed") if marked else F.lit(None)
     window_start = timing.floor(F.col("ts"))
     window_end = window_start + timing.window_s
@@ -343,6 +356,9 @@ def _summary_plan(horizon_end: int, timing: Timing, *, marked: bool, seq_blocks:
         F.max("ts").alias("high_ts"),
         *block_aggregates(),
     ]
+    if by_partition:
+        routed = [F.col("partition"), F.col("route")]  # partition_fold.route's
+        return _SummaryPlan([*keyed, *routed], [], [*by_window, *routed, F.col("seq_block")], aggregated)
     if seq_blocks:
         blocks = [F.col(c) for c in BLOCK_KEY]
         return _SummaryPlan(keyed, [by_window, blocks], [*by_window, F.col("seq_block")], aggregated)

@@ -12,7 +12,7 @@ again and deduplicated one by one (`once_per_seq`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -21,6 +21,7 @@ from pikit_spark.lookup import looked_up
 
 _BLOCK_BITS = 6  # blocks of 64 seqs: one bit each in a long
 BLOCK_KEY = ["device", "seq_block"]
+_ALL_BITS = (1 << 64) - 1
 
 
 def block_columns(counted: Column) -> list[Column]:
@@ -92,3 +93,18 @@ def above_marks(
     high = F.col(f"_mark.{names[0]}")
     above = marked.where(high.isNull() | (F.col("seq") > high))
     return above.select(*rows.columns, *(F.col(f"_mark.{name}").alias(name) for name in names[1:]))
+
+
+def repeating(rows: Iterable[Row]) -> set[str]:
+    """The devices that hold a seq twice among the rows of a summary made `by_partition`
+    (device_windows.summarize), whose seq blocks are columns of the window rows: a device's
+    block whose readings, over all its rows, outnumber the seqs its bits count."""
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}
+    for row in rows:
+        if row["seq_block"] is None:
+            continue  # a dead letter
+        key = (row["device"], row["seq_block"])
+        n, bits = blocks.get(key, (0, 0))
+        blocks[key] = (n + row["n"], bits | row["seq_bits"])
+    # A long's top bit makes it negative: its 64 bits counted as Spark's bit_count counts them.
+    return {device for (device, _), (n, bits) in blocks.items() if n > (bits & _ALL_BITS).bit_count()}

@@ -95,6 +95,11 @@ class SupersededError(RuntimeError):
     it must start again from what Kafka holds (or stand by: pikit_spark/leadership.py)."""
 
 
+class FoldDeferred(Exception):  # noqa: N818 (a deferral, not an error)
+    """A fold that cannot decide its batch from what it was given: the attempt ends, unretried,
+    before anything is written (pikit_spark/partition_fold.py)."""
+
+
 def batch_timestamp(checkpoint: str, batch_id: int) -> float:
     """The timestamp (s) Spark gave a micro-batch, from `<checkpoint>/offsets/<id>`: what
     current_timestamp() means inside that batch, on its first run and on a replay alike.
@@ -297,8 +302,8 @@ class TransactionalSink:
         while True:
             try:
                 return attempt_once()
-            except (LineageError, ProducerFencedError, SupersededError):
-                raise  # a newer driver owns the output now, or the operator must decide
+            except (LineageError, ProducerFencedError, SupersededError, FoldDeferred):
+                raise  # a newer driver owns the output, the operator must decide, or the fold reads more
             except Exception as exc:
                 attempt += 1
                 # A fenced or broken producer cannot be trusted again: drop it, open

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from pikit_spark.common import SESSION_SETTINGS
+from pikit_testkit.local_spark import local_session
 from py4j import protocol  # type: ignore[import-untyped]
 from py4j.java_gateway import GatewayClient  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
@@ -15,22 +15,7 @@ from pyspark.sql import SparkSession
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("pikit-unit")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        # As the apps run (pikit_spark.common.session), so that the tests count their Spark jobs.
-        .config(map=SESSION_SETTINGS)
-        .config("spark.driver.memory", "512m")
-        # C1 only: these short sessions ran the C2 compiler threads for about half of the
-        # JVM's CPU time, compiling code that a small test frame never runs long enough to repay.
-        # The serial collector, as the apps' JVMs run (spark_app_java_options): tests/unit/spark
-        # took 55.5 s (56.2, 54.7) against 57.8 s (59.9, 55.8) on G1, turns G1-serial-serial-G1.
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("pikit-unit")
     yield session
     session.stop()
 

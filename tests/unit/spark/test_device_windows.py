@@ -20,10 +20,11 @@ from pikit_spark.device_windows import (
     summarize,
 )
 from pikit_spark.readings import parse, too_far_ahead
+from pikit_spark.seqs import repeating
 from pikit_spark.state import Tables
 from pikit_testkit.pipeline_model import Timing as ModelTiming
 from pikit_testkit.pipeline_model import compare, outcome
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from tests.unit.spark.conftest import JobCounter
@@ -278,3 +279,17 @@ def test_a_batch_builds_its_summary_in_few_jvm_calls(spark: SparkSession, jvm_ca
     advance(frames[0], T0 + 20, empty, TIMING)
     steady = jvm_calls(lambda: advance(frames[1], T0 + 30, empty, TIMING))
     assert steady < 200, steady  # 163 now; 496 when every batch built them
+
+
+def test_a_by_partition_summary_tells_a_seq_twice_from_its_window_rows() -> None:
+    """seqs.repeating sums a device's block over its window rows: seqs 62 and 63 in two metrics'
+    rows (63 is a long's sign bit) are two seqs; 63 sent twice is a repeat."""
+
+    def row(device: str | None, block: int | None, n: int, bits: int) -> Row:
+        return Row(device=device, seq_block=block, n=n, seq_bits=bits)
+
+    top = -(1 << 63)  # bit 63, as Spark's long holds it
+    once = [row("a", 0, 1, 1 << 62), row("a", 0, 1, top), row(None, None, 1, 0)]
+    assert repeating(once) == set()
+    assert repeating([*once, row("a", 0, 1, top)]) == {"a"}
+    assert repeating([row("a", 0, 1, 1), row("a", 1, 1, 1), row("b", 0, 2, 1)]) == {"b"}

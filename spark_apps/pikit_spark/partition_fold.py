@@ -1,0 +1,183 @@
+"""A micro-batch folded by the tasks that hold its readings partitions, not by the driver
+(docs/design/any-pi-dies.md, "The shape of (a) that also adds capacity").
+
+The driver plans the batch and collects a few counts; the executors do the rest:
+
+1. `route` spreads the batch's verdicts so that Spark's partition k holds readings partition k,
+   and `device_windows.summarize(by_partition=True)` groups them where the route left them;
+2. the task of partition k (`fold_partition`) folds its rows into partition k's state and
+   commits the outputs, the state's changes and k's source offset in one transaction of its own
+   (`partition_sink.PartitionSink`, which the Python worker keeps between batches with the state).
+   A partition that read nothing still folds: its silent devices' windows close at the horizon.
+
+A device's resends are told by its state: a seq at or below its high-water mark, a window it
+had closed, or a seq twice in the batch (`seqs.repeating`). The task that finds one writes
+nothing and returns those devices' marks; the driver summarizes their readings again, once per
+seq and with the marks, and a second job folds those partitions. Both
+are rare: a resend follows an agent's crash."""
+
+from __future__ import annotations
+
+import functools
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from pikit_spark.device_windows import Advance, Timing, fold, horizon_at, summarize, undecided
+from pikit_spark.partition_sink import Slice, for_partition
+from pikit_spark.seqs import repeating
+from pikit_spark.sink import Change, FoldDeferred
+from pikit_spark.state import Tables
+
+# A partition's closed windows, late readings and dead letters -> its records by output topic.
+Outputs = Callable[[Advance], Mapping[str, Iterable[Change]]]
+# A device's high-water mark and the window end through which it is closed, as summarize takes them.
+Mark = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Writer:
+    """What a task needs to make its partition's writer: PartitionSink's arguments."""
+
+    app: str
+    outputs: tuple[str, ...]
+    state_topic: str
+    schemas: Mapping[str, str]
+    client: Mapping[str, Any]  # kafka-python's options: paths that hold on every Spark node
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionBatch:
+    """One micro-batch as every task of it is told: its id, its processing time, the slice of
+    each readings partition it read, where to write and what."""
+
+    batch_id: int
+    processed_at: float
+    timing: Timing
+    slices: Mapping[int, Slice]
+    writer: Writer
+    outputs: Outputs
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What one partition's task did with its share of a batch."""
+
+    partition: int
+    written: int | None  # records committed; None: the group held the slice's end already
+    windows_closed: int = 0
+    late: int = 0
+    dead: int = 0
+    state_reads: int = 0  # 1 when the worker held no state of the partition's last commit
+    host: str = ""  # the executor's
+    # The devices to read again, with the marks of those the state knows; None: folded.
+    again: dict[str, Mark | None] | None = None
+
+
+class SecondRead(FoldDeferred):
+    """Devices of the partition resent readings: read them again, with these marks."""
+
+    def __init__(self, marks: dict[str, Mark | None]) -> None:
+        super().__init__(f"{len(marks)} devices resent readings")
+        self.marks = marks
+
+
+def route(frame: DataFrame, partitions: int) -> DataFrame:
+    """`frame` (with a `partition` column: the readings partition) in `partitions` Spark
+    partitions, the k-th holding readings partition k, by a `route` column. Spark hashes the route
+    (its HashPartitioning: Murmur3, then pmod), so the route of partition k is a number whose hash
+    lands on k. A grouping by keys that include `route` keeps the rows where they are."""
+    keys = F.array(*(F.lit(key) for key in _route_keys(frame.sparkSession, partitions))).cast("array<bigint>")
+    routed = frame.withColumn("route", F.element_at(keys, F.col("partition") + 1))
+    return routed.repartition(partitions, "route")
+
+
+@functools.cache
+def _route_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
+    """The smallest numbers whose hashes land on partitions 0, 1, ...: one small Spark job, once."""
+    landed = spark.range(64 * partitions).select("id", F.expr(f"pmod(hash(id), {partitions})").alias("k"))
+    first = {row["k"]: row["id"] for row in landed.groupBy("k").agg(F.min("id").alias("id")).collect()}
+    return tuple(first[k] for k in range(partitions))
+
+
+def fold_batch(verdicts: DataFrame, batch: PartitionBatch) -> list[Folded]:
+    """The batch's verdicts (readings.parse's, with their `partition`) summarized, folded and
+    committed partition by partition: one Spark job, or two when a device resent readings."""
+    partitions = len(batch.slices)
+    horizon_end = horizon_at(batch.processed_at, batch.timing)
+    summary = summarize(route(verdicts, partitions), {}, horizon_end, batch.timing, by_partition=True)
+    first = _fold(summary, batch, second=False)
+    deferred = [f for f in first if f.again is not None]
+    if not deferred:
+        return first
+    marks = {device: mark for f in deferred for device, mark in (f.again or {}).items()}
+    parts = sorted(f.partition for f in deferred)
+    resent = route(verdicts.where(F.col("device").isin(sorted(marks))), partitions).dropDuplicates(
+        ["device", "seq"]
+    )
+    known = {device: mark for device, mark in marks.items() if mark is not None}
+    again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
+    others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
+    kept = summary.where(F.col("partition").isin(parts) & others)
+    redo = replace(batch, slices={k: batch.slices[k] for k in parts})
+    second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
+    return [f for f in first if f.again is None] + second
+
+
+def _fold(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Folded]:
+    def task(k: int, rows: Iterable[Row]) -> Iterator[Folded]:
+        if k in batch.slices:
+            yield fold_partition(batch, k, list(rows), second=second)
+
+    return summary.rdd.mapPartitionsWithIndex(task).collect()
+
+
+def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool = False) -> Folded:
+    """Readings partition k's summary rows folded into its state and committed (in the task that
+    holds them). On a `second` read its resent devices come summarized once per seq."""
+    strays = {row["partition"] for row in rows} - {k}
+    if strays:
+        raise ValueError(f"the task of readings partition {k} was given rows of {sorted(strays)}")
+    writer = batch.writer
+    sink = for_partition(
+        writer.app,
+        k,
+        list(writer.outputs),
+        writer.state_topic,
+        writer.schemas,
+        dict(writer.client),
+        **writer.options,
+    )
+    reads = sink.state_reads
+    done: list[Advance] = []
+
+    def folded(state: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
+        if not second:
+            resent = repeating(rows) | undecided(rows, state["devices"], batch.timing)
+            if resent:
+                known = {device: (seq, closed) for device, seq, _, closed in state["devices"]}
+                raise SecondRead({device: known.get(device) for device in sorted(resent)})
+        step = fold(rows, state, batch.processed_at, batch.timing)
+        done.append(step)
+        return batch.outputs(step), step.state
+
+    host = socket.gethostname()
+    try:
+        written = sink.commit(batch.batch_id, batch.slices[k], folded)
+    except SecondRead as deferred:
+        return Folded(k, None, state_reads=sink.state_reads - reads, host=host, again=deferred.marks)
+    step = done[-1] if done and written is not None else None
+    return Folded(
+        k,
+        written,
+        windows_closed=len(step.closed) if step else 0,
+        late=len(step.late) if step else 0,
+        dead=len(step.dead) if step else 0,
+        state_reads=sink.state_reads - reads,
+        host=host,
+    )
