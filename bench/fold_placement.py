@@ -1,18 +1,19 @@
-"""Where a micro-batch's fold runs, measured before it moves (docs/design/any-pi-dies.md): on the
-driver, as sensor_aggregates does today, or on the executors, one task per readings partition.
+"""Where a micro-batch's fold runs (docs/design/any-pi-dies.md): on the driver, as sensor_aggregates
+did before its switch, or on the executors, one task per readings partition, as it does now.
 Both write what the app writes, to a real broker (one local KRaft node, plaintext).
 
-Both designs take the same batches through sensor_aggregates' own summary
-(`device_windows.summarize`: Spark SQL, on the executors) and its own fold (`device_windows.fold`):
+Both designs take the same batches through sensor_aggregates' summary (`device_windows.summarize`:
+Spark SQL, on the executors) and fold (`device_windows.fold`):
 
 - driver: the summary's rows fetched to the driver and folded there against every device's
   state (`changelog.KafkaState`); the windows, the latest values, the state's changes and every
-  partition's source offset go out in one transaction (`sink.TransactionalSink`), as the app does;
-- executors: the summary's rows sent to one task per readings partition (a pair RDD partitioned
-  by the partition Kafka's default partitioner gives the device, as the agent's records are
-  keyed). Each task folds its devices against its partition's state and commits its partition's
-  outputs, state changes and source offset in a transaction of its own
-  (`partition_sink.PartitionSink`, kept by the Python worker between batches with the state).
+  partition's source offset go out in one transaction (`sink.TransactionalSink`), as the app did
+  (`device_windows.advance`; anomaly_alerts still folds on its driver);
+- executors: `partition_fold.fold_batch`, what sensor_aggregates runs since the switch: the
+  readings routed so that Spark's partition k holds readings partition k, summarized there, and
+  folded by that task against its partition's state; it commits its partition's outputs, state
+  changes and source offset in a transaction of its own (`partition_sink.PartitionSink`, kept by
+  the Python worker between batches with the state).
 
 A batch is `--seconds-per-batch` of readings at 1 reading/s per device, three metrics, every
 device's readings on time. On a local cluster (each executor a JVM of its own with one core, its
@@ -34,20 +35,18 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.partitioner.default import murmur2
 from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.changelog import KafkaState
-from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, fold, horizon_at, summarize
-from pikit_spark.partition_sink import Slice, for_partition
-from pikit_spark.seqs import block_filters
+from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance
+from pikit_spark.partition_fold import PartitionBatch, Writer, fold_batch
+from pikit_spark.partition_sink import Slice
 from pikit_spark.sink import Change, TransactionalSink
-from pikit_spark.state import Tables
 from pikit_testkit.broker import COMPACTED, LocalBroker, new_topic
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -63,11 +62,6 @@ OFFSETS_PER_BATCH = 1_000  # each batch's slice of every readings partition (non
 # A design's batch: the frame, its index and its processing time -> how many partitions' state it
 # read from Kafka (a task that ran where the partition's last task had not).
 Run = Callable[[DataFrame, int, float], int]
-
-
-def partition_of(device: str) -> int:
-    """The partition Kafka's default partitioner gives a record keyed by `device` (the agent's)."""
-    return int(murmur2(device.encode()) & 0x7FFFFFFF) % PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -89,10 +83,13 @@ class Topics:
         }
         return cls(f"bench-{uuid.uuid4().hex[:8]}", **made, client={"bootstrap_servers": [broker]})
 
-    def outputs(self, closed: list[dict[str, Any]]) -> dict[str, list[Change]]:
-        """What sensor_aggregates writes of the closed windows (the batches have no late reading
-        and no dead letter)."""
-        return {self.aggregates: list(as_kafka_records(closed)), self.latest: list(as_latest_records(closed))}
+    def records(self, step: Advance) -> dict[str, list[Change]]:
+        """What sensor_aggregates writes of a batch's fold (the batches have no late reading and no
+        dead letter)."""
+        return {
+            self.aggregates: list(as_kafka_records(step.closed)),
+            self.latest: list(as_latest_records(step.closed)),
+        }
 
     def slice(self, partition: int, index: int) -> Slice:
         tp = TopicPartition(self.readings, partition)
@@ -100,10 +97,12 @@ class Topics:
 
 
 def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFrame:
-    """`seconds` of readings of `devices` devices, the `index`-th batch: valid readings alone."""
+    """`seconds` of readings of `devices` devices, the `index`-th batch, as readings.parse's
+    verdicts: valid readings, the i-th device's in readings partition i mod PARTITIONS."""
     n = devices * seconds
     rows = spark.range(n)
     device = F.concat(F.lit("bench-"), (F.col("id") % devices).cast("string"))
+    none = {"reason": "string", "index": "int", "offset": "long", "key": "binary", "record": "binary"}
     at = (F.col("id") / devices).cast("long")  # the second within the batch
     metric = F.element_at(F.array(*(F.lit(m) for m in METRICS)), (F.col("id") % 3 + 1).cast("int"))
     return rows.select(
@@ -114,6 +113,9 @@ def batch(spark: SparkSession, devices: int, seconds: int, index: int) -> DataFr
         (F.lit(20.0) + (F.col("id") % 17) * 0.37).alias("value"),
         F.lit("C").alias("unit"),
         (F.lit(T0 + index * seconds) + at).cast("double").alias("ts"),
+        (F.col("id") % devices % PARTITIONS).cast("int").alias("partition"),
+        F.lit("readings").alias("topic"),
+        *(F.lit(None).cast(ddl).alias(name) for name, ddl in none.items()),
     )
 
 
@@ -124,7 +126,7 @@ def on_the_driver(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[]
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
         step = advance(frame, processed_at, state.before(), TIMING)  # sensor_aggregates' own
         source = {part.readings: part.end for part in (topics.slice(p, index) for p in range(PARTITIONS))}
-        sink.write(index, {**topics.outputs(step.closed), topics.state: state.changes_to(step.state)}, source)
+        sink.write(index, {**topics.records(step), topics.state: state.changes_to(step.state)}, source)
         state.committed()
         return 0  # held by the driver from the start
 
@@ -132,34 +134,16 @@ def on_the_driver(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[]
 
 
 def on_the_executors(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[], None]]:
+    writer = Writer(
+        topics.app, (topics.aggregates, topics.latest), topics.state, STATE_SCHEMAS, topics.client
+    )
+
     def run(frame: DataFrame, index: int, processed_at: float) -> int:
-        # What advance() fetches to the driver (the seq blocks that repeat a seq, which these
-        # batches never do, are left to the task), sent to the partitions' tasks instead.
-        summary = summarize(frame, {}, horizon_at(processed_at, TIMING), TIMING).where(block_filters()[1])
-        keyed = summary.rdd.map(lambda row: (partition_of(row["device"]), row))
-        folded = keyed.partitionBy(PARTITIONS, lambda p: p).mapPartitionsWithIndex(
-            lambda p, rows: _fold_partition(topics, p, rows, index, processed_at)
-        )
-        return sum(folded.collect())
+        slices = {p: topics.slice(p, index) for p in range(PARTITIONS)}
+        batch = PartitionBatch(index, processed_at, TIMING, slices, writer, topics.records)
+        return sum(f.state_reads for f in fold_batch(frame, batch))  # sensor_aggregates' own
 
     return run, lambda: None  # the writers end with the executors' Python workers
-
-
-def _fold_partition(
-    topics: Topics, partition: int, rows: Iterable[Any], index: int, processed_at: float
-) -> Iterator[int]:
-    summary = [row for _, row in rows if row["kind"] is not None]
-
-    def folded(state: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
-        step = fold(summary, state, processed_at, TIMING)
-        return topics.outputs(step.closed), step.state
-
-    writer = for_partition(
-        topics.app, partition, [topics.aggregates, topics.latest], topics.state, STATE_SCHEMAS, topics.client
-    )
-    reads = writer.state_reads
-    writer.commit(index, topics.slice(partition, index), folded)
-    yield writer.state_reads - reads
 
 
 def _descendants(pid: int) -> list[int]:

@@ -8,10 +8,11 @@ outage gets every window exact while the others' windows close on time; resends 
 dropped by the device's `seq` high-water mark; a reading for a window already closed goes
 to the late-data topic with its reason. count/min/max/mean/stddev per window x device x
 sensor x metric go to the aggregates topic (keyed by device); the newest window of each
-device x sensor x metric also goes to the compacted latest topic. Windows, latest values, late
-readings, dead letters, the state's changes and the source offsets of a micro-batch are one Kafka
-transaction, written once whatever restarts happen, and a driver started on any Pi resumes from
-them (pikit_spark/app.py).
+device x sensor x metric also goes to the compacted latest topic. Each readings partition's share
+of a micro-batch is folded by the Spark task that holds it, not by the driver
+(pikit_spark/partition_fold.py): its windows, latest values, late readings, dead letters, state
+changes and source offset are one Kafka transaction of its own, written once whatever restarts
+happen, and a driver started on any Pi resumes from them (pikit_spark/app.py).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from pikit_contract.signing import Keyring
 from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.app import StreamingApp
 from pikit_spark.common import LOG, streaming_parser
-from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
+from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, late_records
 from pikit_spark.metrics import LATEST_STATS
+from pikit_spark.partition_fold import Folded, fold_batch
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
+from pikit_spark.sink import Record
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -76,9 +79,19 @@ def options() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
     topics = [args.aggregates_topic, args.latest_topic, args.late_topic, args.dead_letter_topic]
-    app = StreamingApp.start(APP, args, topics, STATE_SCHEMAS, "stream")
+    app = StreamingApp.start(APP, args, topics, STATE_SCHEMAS, "stream", folds_in_tasks=True)
     app.metrics.export_latest(args.latest_gauge, args.latest_gauge_device)
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
+    gauged = frozenset(args.latest_gauge_device) if args.latest_gauge else None
+
+    # What a partition's task writes of its fold (Spark ships this function to the executors).
+    def outputs(step: Advance) -> dict[str, list[Record]]:
+        return {
+            args.aggregates_topic: as_kafka_records(step.closed),
+            args.latest_topic: as_latest_records(step.closed),
+            args.late_topic: late_records(step.late),
+            args.dead_letter_topic: dead_letter_records(step.dead),
+        }
 
     # The batch's timestamp, which Spark keeps in its offset log: a replay judges alike. The
     # parse is a stateless part of the stream, planned once per query, not once per micro-batch.
@@ -87,39 +100,44 @@ def main(argv: list[str] | None = None) -> None:
         return parse(stamped, args.max_clock_skew_seconds, keyring).verdicts
 
     def process(verdicts: DataFrame, batch_id: int) -> None:
-        batch = app.open_batch(batch_id)
-        if batch is None:
-            return
         steps = Steps()
-        # One read of the batch into its summary, fetched to the driver: every output and the
-        # next state are computed from it there, without another Spark job.
-        step = advance(verdicts, batch.timestamp, app.state.before(), timing)
-        steps.done("read and summarized")
-        outputs = {
-            args.aggregates_topic: as_kafka_records(step.closed),
-            args.latest_topic: as_latest_records(step.closed),
-            args.late_topic: late_records(step.late),
-            args.dead_letter_topic: dead_letter_records(step.dead),
-        }
-        if app.commit(batch, outputs, step.state):
-            app.metrics.add("windows_closed", len(step.closed))
-            app.metrics.add("late_readings", len(step.late))
-            app.metrics.add("dead_letters", len(step.dead))
-        app.metrics.latest_windows(step.closed)  # in Kafka now, this run's or the one before
-        steps.done("kafka")
+        # Each readings partition's share is folded into its state and committed by the task that
+        # holds it (pikit_spark/partition_fold.py): the driver plans the batch and counts.
+        folded = fold_batch(verdicts, app.partition_batch(batch_id, timing, outputs, gauged))
+        steps.done("folded")
+        written = [f for f in folded if f.written is not None]
+        app.metrics.add("windows_closed", sum(f.windows_closed for f in written))
+        app.metrics.add("late_readings", sum(f.late for f in written))
+        app.metrics.add("dead_letters", sum(f.dead for f in written))
+        if len(written) == len(folded):
+            app.metrics.set("state_rows", sum(f.state_rows for f in written))
+        app.metrics.latest_windows([window for f in written for window in f.latest])
         fire_if_armed(app.checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
-        LOG.info(
-            "batch %d: %s; %s",
-            batch_id,
-            steps,
-            ", ".join(f"{len(rows)} to {topic}" for topic, rows in outputs.items()),
-        )
+        LOG.info("batch %d: %s; %s", batch_id, told(folded), steps)
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
     app.run(
         verdicts, process, f"{args.readings_topic} -> {args.aggregates_topic}, {late_dead}; {timing_said}"
     )
+
+
+def told(folded: list[Folded]) -> str:
+    """A batch's partitions as its log line tells them: what they wrote, where, and what they skipped."""
+    written = [f for f in folded if f.written is not None]
+    hosts = sorted({f.host for f in folded})
+    said = (
+        f"committed {sum(f.written or 0 for f in written)} records of {len(written)} partitions on "
+        f"{', '.join(hosts)}: {sum(f.windows_closed for f in written)} windows closed, "
+        f"{sum(f.late for f in written)} late, {sum(f.dead for f in written)} dead letters"
+    )
+    skipped = sorted(f.partition for f in folded if f.written is None)
+    if skipped:
+        said += f"; partitions {skipped} committed before"
+    read = sorted(f.partition for f in folded if f.state_reads)
+    if read:
+        said += f"; the state of {read} read from Kafka"
+    return said
 
 
 if __name__ == "__main__":

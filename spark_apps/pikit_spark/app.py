@@ -9,7 +9,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kafka import TopicPartition
@@ -34,8 +35,11 @@ from pikit_spark.common import (
     setup_logging,
     start_batches,
 )
+from pikit_spark.device_windows import Timing
 from pikit_spark.leadership import Leadership
 from pikit_spark.metrics import AppMetrics
+from pikit_spark.partition_fold import Outputs, PartitionBatch, Writer
+from pikit_spark.partition_sink import Slice, fence
 from pikit_spark.progress import log_progress
 from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
 from pikit_spark.standalone_master import settle_with_master
@@ -72,14 +76,30 @@ class StreamingApp:
     starting: str  # where the query starts: the offsets the app committed last
     keyring: KeyringFile | None  # the devices' signing keys and revocations; None: not checked
     metrics: AppMetrics  # served at --metrics-listen when given
+    outputs: tuple[str, ...] = ()  # the app's output topics
+    # kafka-python's options, from --kafka-properties (the same paths on every Spark node)
+    client: dict[str, Any] = field(default_factory=dict)
+    # The readings offsets the app's group held at the start (-1: none)
+    resumed: dict[TopicPartition, int] = field(default_factory=dict)
 
     @classmethod
     def start(
-        cls, name: str, args: argparse.Namespace, outputs: list[str], schemas: dict[str, str], stream: str
+        cls,
+        name: str,
+        args: argparse.Namespace,
+        outputs: list[str],
+        schemas: dict[str, str],
+        stream: str,
+        *,
+        folds_in_tasks: bool = False,
     ) -> StreamingApp:
         """The app, resumed from what Kafka holds: the last committed batch's state and source
         offsets. Anything an earlier driver left on any disk is neither needed nor read: its
-        producer is fenced first, and Spark's checkpoint starts empty."""
+        producer is fenced first, and Spark's checkpoint starts empty.
+
+        An app that `folds_in_tasks` (pikit_spark/partition_fold.py) reads no state here: each
+        partition's task reads its own. Its partitions' writers are fenced instead, so that an
+        earlier driver's task still in flight fails at once."""
         setup_logging(args.log_level)
         # First, before the session: on a loaded Pi the JVM and the session take most of a minute
         # to start, longer than the watchdog waits for its first word.
@@ -121,25 +141,26 @@ class StreamingApp:
 
         def resume() -> tuple[dict[TopicPartition, int], KafkaState]:
             sink.producer()  # fences every earlier driver of the app: what is committed now stays so
+            if folds_in_tasks:
+                fence(instance, partitions, reachable())
             committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
             state = KafkaState(state_topic, schemas, reachable())
-            state.before()  # the topic read to its end, once
+            if not folds_in_tasks:
+                state.before()  # the topic read to its end, once
             return committed, state
 
         # Retried as a batch's write is: a driver started while the brokers are away waits for them.
         committed, state = sink.with_retries("resuming from Kafka", resume)
-        rows = sum(len(r) for r in state.before().values())
+        held = (
+            "the state in its partitions' tasks"
+            if folds_in_tasks
+            else f"{sum(len(r) for r in state.before().values())} state rows"
+        )
         starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
         query_dir = f"{checkpoints}/{stream}"
         shutil.rmtree(query_dir, ignore_errors=True)
-        LOG.info(
-            "%s: %d state rows from %s; reading %s from %s",
-            instance,
-            rows,
-            state_topic,
-            args.readings_topic,
-            starting,
-        )
+        reading = f"reading {args.readings_topic} from {starting}"
+        LOG.info("%s: %s from %s; %s", instance, held, state_topic, reading)
         # Named for its Kafka identity: the master tells one copy of an app from another by it.
         spark = session(instance, args.shuffle_partitions)
         settle_with_master(spark, instance)
@@ -157,6 +178,9 @@ class StreamingApp:
             starting,
             keyring_file(args.device_keys),
             metrics,
+            tuple(outputs),
+            client,
+            committed,
         )
 
     def readings(self) -> DataFrame:
@@ -167,15 +191,43 @@ class StreamingApp:
     def open_batch(self, batch_id: int) -> OpenBatch | None:
         """The batch to compute, or None when Kafka holds it already (a batch replayed after its
         commit): its outputs and state are in, and computing it again would cost a read."""
-        source = {
-            tp: offset
-            for tp, offset in batch_end_offsets(self.query_dir, batch_id).items()
-            if tp.topic == self.args.readings_topic
-        }
+        source = self._read_to(batch_id)
         if self.sink.covers(source):
             LOG.info("batch %d: committed before; skipped", batch_id)
             return None
         return OpenBatch(batch_id, batch_timestamp(self.query_dir, batch_id), source)
+
+    def partition_batch(
+        self, batch_id: int, timing: Timing, outputs: Outputs, gauged: frozenset[str] | None = None
+    ) -> PartitionBatch:
+        """The micro-batch as the tasks of its readings partitions fold it (an app started with
+        `folds_in_tasks`): each partition's slice, from the previous batch's end (the offsets the
+        app resumed from, for the query's first) to this one's, from Spark's offset log."""
+        ends = self._read_to(batch_id)
+        before = batch_id - 1
+        starts = self._read_to(before) if (Path(self.query_dir) / "offsets" / str(before)).exists() else {}
+        slices = {
+            tp.partition: Slice(tp, starts.get(tp, self.resumed.get(tp, -1)), end) for tp, end in ends.items()
+        }
+        log = spark_batches_topic(self.instance)
+        writer = Writer(
+            self.instance,
+            (*self.outputs, log),
+            self.state.topic,
+            self.state.schemas,
+            self.client,
+            {"failpoints": self.checkpoints},
+        )
+        at = batch_timestamp(self.query_dir, batch_id)
+        return PartitionBatch(batch_id, at, timing, slices, writer, outputs, log, driver_host(), gauged)
+
+    def _read_to(self, batch_id: int) -> dict[TopicPartition, int]:
+        """Where the batch stops reading each readings partition."""
+        return {
+            tp: offset
+            for tp, offset in batch_end_offsets(self.query_dir, batch_id).items()
+            if tp.topic == self.args.readings_topic
+        }
 
     def commit(self, batch: OpenBatch, outputs: Mapping[str, Iterable[Change]], after: Tables) -> bool:
         """The batch's outputs, its state changes, its source offsets and its line in the batch

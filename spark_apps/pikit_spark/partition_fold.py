@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from pikit_spark.batches import CommittedBatch
 from pikit_spark.device_windows import Advance, Timing, fold, horizon_at, summarize, undecided
 from pikit_spark.partition_sink import Slice, for_partition
 from pikit_spark.seqs import repeating
@@ -62,6 +63,13 @@ class PartitionBatch:
     slices: Mapping[int, Slice]
     writer: Writer
     outputs: Outputs
+    # The app's batch log (pikit_spark/batches.py), which gets a record of each partition's commit
+    # that read something or wrote something, naming the driver; None: no log.
+    log: str | None = None
+    driver: str = ""
+    # The devices whose newest closed windows a task returns, for the driver's gauges (empty: every
+    # device); None: none.
+    gauged: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,8 @@ class Folded:
     dead: int = 0
     state_reads: int = 0  # 1 when the worker held no state of the partition's last commit
     host: str = ""  # the executor's
+    state_rows: int = 0  # the partition's, after the batch
+    latest: tuple[dict[str, Any], ...] = ()  # the closed windows of the gauged devices
     # The devices to read again, with the marks of those the state knows; None: folded.
     again: dict[str, Mark | None] | None = None
 
@@ -164,20 +174,35 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
                 raise SecondRead({device: known.get(device) for device in sorted(resent)})
         step = fold(rows, state, batch.processed_at, batch.timing)
         done.append(step)
-        return batch.outputs(step), step.state
+        return {**batch.outputs(step), **_logged(batch, k, step)}, step.state
 
     host = socket.gethostname()
     try:
         written = sink.commit(batch.batch_id, batch.slices[k], folded)
     except SecondRead as deferred:
         return Folded(k, None, state_reads=sink.state_reads - reads, host=host, again=deferred.marks)
-    step = done[-1] if done and written is not None else None
+    if written is None or not done:
+        return Folded(k, written, state_reads=sink.state_reads - reads, host=host)
+    step = done[-1]
+    gauged = batch.gauged
     return Folded(
         k,
         written,
-        windows_closed=len(step.closed) if step else 0,
-        late=len(step.late) if step else 0,
-        dead=len(step.dead) if step else 0,
+        windows_closed=len(step.closed),
+        late=len(step.late),
+        dead=len(step.dead),
         state_reads=sink.state_reads - reads,
         host=host,
+        state_rows=sum(len(rows) for rows in step.state.values()),
+        latest=() if gauged is None else tuple(w for w in step.closed if not gauged or w["device"] in gauged),
     )
+
+
+def _logged(batch: PartitionBatch, k: int, step: Advance) -> dict[str, list[Change]]:
+    """The batch log's record of partition k's commit, when it read or wrote something: a partition
+    that read nothing and closed nothing may commit only its state (a replay of it, nothing)."""
+    part = batch.slices[k]
+    if batch.log is None or (part.start == part.end and not (step.closed or step.late or step.dead)):
+        return {}
+    logged = CommittedBatch(batch.writer.app, batch.batch_id, batch.processed_at, {k: part.end}, batch.driver)
+    return {batch.log: [logged.record()]}

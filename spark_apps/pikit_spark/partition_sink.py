@@ -81,7 +81,7 @@ class PartitionSink:
         self.schemas = dict(schemas)
         self.sink = TransactionalSink(
             [*outputs, state_topic],
-            f"{app}-p{partition}",
+            writer_name(app, partition),
             client,
             group=f"{SPARK_PREFIX}{app}",
             pinned={state_topic: partition},
@@ -156,6 +156,26 @@ class PartitionSink:
     def close(self) -> None:
         self.sink.close()
         self._producer, self._held = None, None
+
+
+def writer_name(app: str, partition: int) -> str:
+    """The name of the app's writer of `partition`: its transactional id after SPARK_PREFIX."""
+    return f"{app}-p{partition}"
+
+
+def fence(app: str, partitions: Iterable[int], client: Mapping[str, Any], timeout: float = 30.0) -> None:
+    """Every earlier writer of the app's partitions fenced, and their open transactions aborted: a
+    task of an earlier driver still in flight fails at its next call instead of committing late
+    (which the offset rule would make harmless, but slow to see)."""
+    for k in partitions:
+        transactional_id = SPARK_PREFIX + writer_name(app, k)
+        producer = BoundedProducer(
+            **{**client, "transactional_id": transactional_id, "max_block_ms": int(timeout * 1000)}
+        )
+        try:
+            producer.init_transactions()
+        finally:
+            producer.close(timeout=0)
 
 
 _WRITERS: dict[tuple[str, int], PartitionSink] = {}

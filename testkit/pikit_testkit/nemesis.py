@@ -512,16 +512,28 @@ class Nemesis:
                 raise RuntimeError(f"{unit} did not start again on {failed}")
 
     def arm(self, app: str, point: str, action: str) -> None:
-        """Arm a sink failpoint in the app's checkpoint directory and wait until it fires."""
+        """Arm a sink failpoint in the app's checkpoint directory where its commits run, and wait
+        until one fires: on the active driver's Pi (an app that commits its batches there) and on
+        every worker (an app whose partitions' tasks commit theirs: pikit_spark/partition_fold.py),
+        then disarm the rest. Not on a standby driver's Pi: it would fire on a takeover, much later."""
         flags = f"{CHECKPOINTS}/{app}/failpoints"
         flag = f"{flags}/{point}"
-        node = self.site.driver_of(app)  # not a standby's: it would fire on a takeover, much later
-        sh(
-            node,
-            f"install -d -o spark -g spark {flags} && printf %s {shlex.quote(action)} > {flag} "
-            f"&& chown spark:spark {flag}",
-        )
-        wait(f"{app}'s failpoint {point}", lambda: not sh(node, f"ls {flag} 2>/dev/null", False), 180)
+        nodes = list(dict.fromkeys((self.site.driver_of(app), *self.site.workers)))
+        for node in nodes:
+            sh(
+                node,
+                f"install -d -o spark -g spark {flags} && printf %s {shlex.quote(action)} > {flag} "
+                f"&& chown spark:spark {flag}",
+            )
+
+        def fired() -> bool:
+            return any(not sh(node, f"ls {flag} 2>/dev/null", False) for node in nodes)
+
+        try:
+            wait(f"{app}'s failpoint {point}", fired, 180)
+        finally:
+            for node in nodes:
+                sh(node, f"rm -f {flag}", False)
 
     # --- recovery ---------------------------------------------------------------------------
 

@@ -343,8 +343,10 @@ def first_batches_written_after(
     site: Site, apps: tuple[str, ...], skip: dict[str, int], lost_pi: str, lost: float
 ) -> dict[str, tuple[CommittedBatch, float]] | None:
     """Each app's first batch begun after `lost` on another Pi than `lost_pi`, with the moment its
-    batch log's record was written (the record's timestamp: in the batch's transaction, which
-    commits the outputs with it); None until every app has one."""
+    last batch log record was written (a record's timestamp: in the transaction that commits the
+    outputs with it; sensor_aggregates writes one for each readings partition its batch commits,
+    pikit_spark/partition_fold.py). None until every app has one, and a later batch, so that the
+    first is whole."""
     found = {}
     for app in apps:
         records = read_to_end(spark_batches_topic(app), **site.client())[skip[app] :]
@@ -357,7 +359,14 @@ def first_batches_written_after(
         ]
         if not later:
             return None
-        found[app] = later[0]
+        first = later[0][0]
+        if not any(batch.timestamp > first.timestamp for batch, _ in later):
+            return None
+        whole = (first.driver, first.batch, first.timestamp)
+        found[app] = (
+            first,
+            max(t for batch, t in later if (batch.driver, batch.batch, batch.timestamp) == whole),
+        )
     return found
 
 
@@ -371,7 +380,7 @@ def seed_from(variable: str, given: int | None = None) -> int:
 # (step, pattern in its journal).
 TAKEOVER_STEPS = (
     ("won", "this driver is the app's active one now"),
-    ("state", "state rows from"),
+    ("state", "state (rows|in its partitions' tasks) from"),
     ("spark", "Connected to Spark cluster with app ID"),
     ("evicted", "an earlier driver's application, at the master"),
     ("query", "query .* started"),
