@@ -136,7 +136,10 @@ def told(folded: list[Folded]) -> str:
         said += f"; partitions {skipped} committed before"
     read = sorted(f.partition for f in folded if f.state_reads)
     if read:
-        said += f"; the state of {read} read from Kafka"
+        said += f"; the state of {read} read whole from Kafka"
+    caught_up = sorted(f.partition for f in folded if f.catch_ups)
+    if caught_up:
+        said += f"; the state of {caught_up} caught up with another worker's commits"
     return said
 
 

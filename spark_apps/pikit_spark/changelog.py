@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pikit_contract.topics import read_to_end
+from pikit_contract.topics import read_partition, read_to_end
 
 from pikit_spark.sink import Change
 from pikit_spark.state import Tables, columns
@@ -82,6 +82,41 @@ def read_state(
             continue
         for name, rows in json.loads(value).items():
             if name in tables:  # a table a later release dropped is passed over
+                tables[name].extend(tuple(row) for row in rows)
+    return tables
+
+
+def catch_up(
+    topic: str,
+    partition: int,
+    since: int,
+    held: Mapping[str, Document],
+    client: Mapping[str, Any],
+    timeout: float = 60.0,
+) -> tuple[dict[str, Document], int]:
+    """`held`, the documents of one partition of the state topic as of offset `since`, brought to
+    its committed end: each later record replaces its device's document, a tombstone removes it.
+    From offset 0 with nothing held, the partition read whole. The documents, and the offset they
+    hold the partition through. Exact while the tombstones since `since` are kept (the topic's
+    delete.retention.ms, a day by default)."""
+    bounded = {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
+    records, end = read_partition(topic, partition, since, timeout, **bounded)
+    docs = dict(held)
+    for record in records:
+        device = record.key.decode()
+        if record.value is None:
+            docs.pop(device, None)
+        else:
+            docs[device] = json.loads(record.value)
+    return docs, end
+
+
+def tables_of(docs: Mapping[str, Document], schemas: Mapping[str, str]) -> Tables:
+    """The devices' documents as the tables' rows (a table a later release dropped passed over)."""
+    tables: Tables = {name: [] for name in schemas}
+    for doc in docs.values():
+        for name, rows in doc.items():
+            if name in tables:
                 tables[name].extend(tuple(row) for row in rows)
     return tables
 

@@ -81,7 +81,8 @@ class Folded:
     windows_closed: int = 0
     late: int = 0
     dead: int = 0
-    state_reads: int = 0  # 1 when the worker held no state of the partition's last commit
+    state_reads: int = 0  # 1 when the worker held no state of the partition, and read it whole
+    catch_ups: int = 0  # 1 when it held an older one, and read the commits since
     host: str = ""  # the executor's
     state_rows: int = 0  # the partition's, after the batch
     latest: tuple[dict[str, Any], ...] = ()  # the closed windows of the gauged devices
@@ -163,7 +164,7 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         dict(writer.client),
         **writer.options,
     )
-    reads = sink.state_reads
+    reads, catch_ups = sink.state_reads, sink.catch_ups
     done: list[Advance] = []
 
     def folded(state: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
@@ -180,9 +181,18 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
     try:
         written = sink.commit(batch.batch_id, batch.slices[k], folded)
     except SecondRead as deferred:
-        return Folded(k, None, state_reads=sink.state_reads - reads, host=host, again=deferred.marks)
+        return Folded(
+            k,
+            None,
+            state_reads=sink.state_reads - reads,
+            catch_ups=sink.catch_ups - catch_ups,
+            host=host,
+            again=deferred.marks,
+        )
     if written is None or not done:
-        return Folded(k, written, state_reads=sink.state_reads - reads, host=host)
+        return Folded(
+            k, written, state_reads=sink.state_reads - reads, catch_ups=sink.catch_ups - catch_ups, host=host
+        )
     step = done[-1]
     gauged = batch.gauged
     return Folded(
@@ -192,6 +202,7 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         late=len(step.late),
         dead=len(step.dead),
         state_reads=sink.state_reads - reads,
+        catch_ups=sink.catch_ups - catch_ups,
         host=host,
         state_rows=sum(len(rows) for rows in step.state.values()),
         latest=() if gauged is None else tuple(w for w in step.closed if not gauged or w["device"] in gauged),

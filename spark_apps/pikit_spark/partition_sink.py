@@ -18,11 +18,13 @@ Between batches the Python worker keeps each partition's writer (`for_partition`
 and the state of its last commit, stamped with that commit (the offset and a token written with it
 as the group's metadata). The next task of k on the same worker reads nothing from Kafka before
 its fold. A worker whose producer another worker fenced reads the group's offset again, and,
-unless the stamp still matches, partition k of the state topic.
+unless the stamp still matches, the commits since its own in partition k of the state topic (a
+catch-up from where its state stood, not the whole partition).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from kafka.errors import ProducerFencedError
 from kafka.structs import OffsetAndMetadata
 from pikit_contract.names import SPARK_PREFIX
 
-from pikit_spark.changelog import Document, changes_between, documents, read_state
+from pikit_spark.changelog import Document, catch_up, changes_between, documents, tables_of
 from pikit_spark.sink import BoundedProducer, Change, SupersededError, TransactionalSink
 from pikit_spark.state import Tables
 
@@ -44,6 +46,9 @@ Stamp = tuple[int, str]
 # A worker fenced by another more often than this in one batch is in a tug of war: give the
 # batch up to Spark, which retries the task.
 FENCED_ATTEMPTS = 3
+# A state held longer than this is read whole again rather than caught up: a catch-up is exact
+# while the state topic keeps its tombstones (delete.retention.ms, a day by default).
+CATCH_UP_WITHIN_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class _Held:
     stamp: Stamp  # the commit this state is the result of
     tables: Tables
     docs: dict[str, Document]
+    read_to: int  # the state partition's offset through which `docs` hold every record
+    at: float  # when it was read or committed (time.monotonic())
 
 
 class PartitionSink:
@@ -90,7 +97,8 @@ class PartitionSink:
         self._producer: BoundedProducer | None = None
         self._stamp: Stamp = (-1, "")  # the group's for this partition, as this producer knows it
         self._held: _Held | None = None
-        self.state_reads = 0  # how often a fold found no state of the commit it follows here
+        self.state_reads = 0  # how often a fold found no state here, and read the partition whole
+        self.catch_ups = 0  # how often it found an older one, and read only the commits since
 
     def commit(self, batch_id: int, part: Slice, fold: Fold) -> int | None:
         """The slice folded into the partition's state, and the outputs, the state's changes and
@@ -135,9 +143,15 @@ class PartitionSink:
         if not records and part.start == part.end:
             return 0  # nothing read, nothing changed
         token = uuid.uuid4().hex
-        self.sink.transact(producer, records, {part.readings: OffsetAndMetadata(part.end, token, -1)})
+        offsets = {part.readings: OffsetAndMetadata(part.end, token, -1)}
+        sent = self.sink.transact(producer, records, offsets)
+        # The state held now reflects every record of its partition through this transaction's last:
+        # the group held the commit it folded on when this producer fenced every other writer.
+        pairs = zip(records, sent, strict=True)
+        state_at = [meta.offset for (topic, _), meta in pairs if topic == self.state_topic]
         self._stamp = (part.end, token)
-        self._held = _Held(self._stamp, after, after_docs)
+        read_to = max(state_at) + 1 if state_at else before.read_to
+        self._held = _Held(self._stamp, after, after_docs, read_to, time.monotonic())
         return len(records)
 
     def _group_holds(self, readings: TopicPartition) -> Stamp:
@@ -147,10 +161,21 @@ class PartitionSink:
         return (found.offset, found.metadata or "")
 
     def _state(self, stamp: Stamp) -> _Held:
-        if self._held is None or self._held.stamp != stamp:
-            tables = read_state(self.state_topic, self.schemas, self.sink.client, partition=self.partition)
+        """The partition's state as of the commit `stamp`: the one held, when it is that commit's;
+        else the one held caught up with the commits since (another worker's), or read whole."""
+        held = self._held
+        if held is not None and held.stamp == stamp:
+            return held
+        if held is not None and time.monotonic() - held.at < CATCH_UP_WITHIN_S:
+            since, docs = held.read_to, held.docs
+            self.catch_ups += 1
+        else:
+            since, docs = 0, {}
             self.state_reads += 1
-            self._held = _Held(stamp, tables, documents(tables))
+        docs, end = catch_up(self.state_topic, self.partition, since, docs, self.sink.client)
+        # documents() sorts each device's rows: the docs compare equal to the next batch's.
+        tables = tables_of(docs, self.schemas)
+        self._held = _Held(stamp, tables, documents(tables), end, time.monotonic())
         return self._held
 
     def close(self) -> None:

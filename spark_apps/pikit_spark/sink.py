@@ -388,9 +388,10 @@ class TransactionalSink:
         producer: BoundedProducer,
         records: list[tuple[str, Change]],
         offsets: dict[TopicPartition, OffsetAndMetadata],
-    ) -> None:
+    ) -> list[Any]:
         """One transaction: every record acknowledged, then the offsets to the group, then the
-        commit. Raises, the transaction left open for the next producer to abort, on any failure."""
+        commit; each record's metadata (its partition and offset), in order. Raises, the
+        transaction left open for the next producer to abort, on any failure."""
         producer.begin_transaction()
         futures = [
             producer.send(topic, key=key, value=value, headers=headers, partition=self.pinned.get(topic))
@@ -399,13 +400,14 @@ class TransactionalSink:
         # Bounded: while the transaction coordinator is away, kafka-python neither sends nor
         # expires the records, and an unbounded flush would hang the query.
         producer.flush(timeout=self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
-        for future in futures:
-            future.get(timeout=0)  # raises the send's error: the batch must not commit
+        # Each get raises its send's error: the batch must not commit.
+        sent = [future.get(timeout=0) for future in futures]
         self._failpoint(SINK_AFTER_SENDS)
         producer.send_offsets_within(offsets, self.group, self.call_timeout)
         self._failpoint(SINK_BEFORE_COMMIT)  # also after the offsets: one moment in this client
         producer.commit_within(self.call_timeout)
         self._failpoint(SINK_AFTER_COMMIT)
+        return sent
 
     def _failpoint(self, name: str) -> None:
         if self.failpoints:

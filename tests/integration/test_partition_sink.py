@@ -91,23 +91,46 @@ def test_each_partition_commits_its_own_slice_and_a_new_worker_resumes_from_kafk
     first1.close()
 
 
-def test_a_fenced_worker_folds_on_what_the_other_committed(broker: str) -> None:
+def _two_workers(broker: str) -> tuple[TopicPartition, str, str, PartitionSink, PartitionSink]:
+    """Partition 0 of new topics, and two writers of it (on two Python workers, say)."""
     readings, out, state = _topics(broker)
-    tp0 = TopicPartition(readings, 0)
     app = f"app-{uuid.uuid4().hex[:6]}"
     one, two = _writer(app, 0, out, state, broker), _writer(app, 0, out, state, broker)
+    return TopicPartition(readings, 0), out, state, one, two
+
+
+def test_a_fenced_worker_folds_on_what_the_other_committed(broker: str) -> None:
+    tp0, out, state, one, two = _two_workers(broker)
     assert one.commit(0, Slice(tp0, 0, 2), counting(out, ["a", "a"])) == 2
     assert two.commit(1, Slice(tp0, 2, 3), counting(out, ["a"])) == 2  # fences one
     # Back on the first worker: its producer fenced, its state one batch old. It must fold on the
     # second's commit, not on its own memory.
     assert one.commit(2, Slice(tp0, 3, 4), counting(out, ["a"])) == 2
     assert _counts(state, 0, broker) == {"a": 4}
+    # It read the partition whole once, at its first batch; then only the other's commit.
+    assert (one.state_reads, one.catch_ups) == (1, 1)
     # Fenced by a copy of its own last batch, which wrote nothing: the first worker's memory is
     # still right, and its next batch goes through once it has a producer again.
     assert two.commit(2, Slice(tp0, 3, 4), counting(out, ["a"])) is None
     assert one.commit(3, Slice(tp0, 4, 5), counting(out, ["a"])) == 2
     assert _counts(state, 0, broker) == {"a": 5}
     assert [value for _, value in _sent(out, broker)] == ["2", "3", "4", "5"]
+    one.close()
+    two.close()
+
+
+def test_a_worker_catches_up_with_a_device_another_worker_removed(broker: str) -> None:
+    tp0, out, state, one, two = _two_workers(broker)
+    assert one.commit(0, Slice(tp0, 0, 2), counting(out, ["a", "b"])) == 4
+
+    def forget_b(before: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
+        return {}, {"counts": [row for row in before["counts"] if row[0] != "b"]}
+
+    assert two.commit(1, Slice(tp0, 2, 3), forget_b) == 1  # b's tombstone
+    # The first worker's memory holds b; the tombstone it catches up with removes it.
+    assert one.commit(2, Slice(tp0, 3, 4), counting(out, ["a"])) == 2
+    assert (one.state_reads, one.catch_ups) == (1, 1)
+    assert _counts(state, 0, broker) == {"a": 2}
     one.close()
     two.close()
 
