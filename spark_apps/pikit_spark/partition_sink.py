@@ -172,7 +172,7 @@ class PartitionSink:
         else:
             since, docs = 0, {}
             self.state_reads += 1
-        docs, end = catch_up(self.state_topic, self.partition, since, docs, self.sink.client)
+        docs, end = catch_up(self.state_topic, self.partition, since, docs, self.sink.answering())
         # documents() sorts each device's rows: the docs compare equal to the next batch's.
         tables = tables_of(docs, self.schemas)
         self._held = _Held(stamp, tables, documents(tables), end, time.monotonic())

@@ -243,10 +243,16 @@ class TransactionalSink:
         """The longest one attempt at a batch waits on Kafka, seconds: flush, offsets, commit."""
         return self.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S + 2 * self.call_timeout
 
+    def answering(self) -> dict[str, Any]:
+        """The client's options with the servers that answered when the producer started: a new
+        client that bootstraps from a Pi that is gone waits out its connection timeout first
+        (30 s of a lost Pi's first batch on the lab)."""
+        return {**self.client, "bootstrap_servers": self._answering}
+
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         """What the sink's group holds for these partitions (OffsetAndMetadata, or None)."""
         consumer = KafkaConsumer(
-            **{**self.client, "bootstrap_servers": self._answering},
+            **self.answering(),
             group_id=self.group,
             enable_auto_commit=False,
             isolation_level="read_committed",
