@@ -18,7 +18,6 @@ are rare: a resend follows an agent's crash."""
 
 from __future__ import annotations
 
-import functools
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -108,12 +107,18 @@ def route(frame: DataFrame, partitions: int) -> DataFrame:
     return routed.repartition(partitions, "route")
 
 
-@functools.cache
+# Each count of partitions' route keys, found once per process: a micro-batch's frame comes with a
+# session object of its own, so a cache keyed by the session ran the keys' Spark job every batch.
+_ROUTE_KEYS: dict[int, tuple[int, ...]] = {}
+
+
 def _route_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
     """The smallest numbers whose hashes land on partitions 0, 1, ...: one small Spark job, once."""
-    landed = spark.range(64 * partitions).select("id", F.expr(f"pmod(hash(id), {partitions})").alias("k"))
-    first = {row["k"]: row["id"] for row in landed.groupBy("k").agg(F.min("id").alias("id")).collect()}
-    return tuple(first[k] for k in range(partitions))
+    if partitions not in _ROUTE_KEYS:
+        landed = spark.range(64 * partitions).select("id", F.expr(f"pmod(hash(id), {partitions})").alias("k"))
+        first = {row["k"]: row["id"] for row in landed.groupBy("k").agg(F.min("id").alias("id")).collect()}
+        _ROUTE_KEYS[partitions] = tuple(first[k] for k in range(partitions))
+    return _ROUTE_KEYS[partitions]
 
 
 def fold_batch(verdicts: DataFrame, batch: PartitionBatch) -> list[Folded]:
