@@ -60,8 +60,9 @@ T0 = 1_800_000_000
 TIMING = Timing(window_s=60, slack_s=10, horizon_s=24 * 3600)
 OFFSETS_PER_BATCH = 1_000  # each batch's slice of every readings partition (none is read)
 # A design's batch: the frame, its index and its processing time -> how many partitions' state it
-# read from Kafka (a task that ran where the partition's last task had not).
-Run = Callable[[DataFrame, int, float], int]
+# read from Kafka whole (a worker that held none), and how many it caught up (a worker that held an
+# older state: a task that ran where the partition's last task had not).
+Run = Callable[[DataFrame, int, float], tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,12 @@ def on_the_driver(spark: SparkSession, topics: Topics) -> tuple[Run, Callable[[]
     state = KafkaState(topics.state, STATE_SCHEMAS, topics.client)
     sink = TransactionalSink([topics.aggregates, topics.latest, topics.state], topics.app, topics.client)
 
-    def run(frame: DataFrame, index: int, processed_at: float) -> int:
+    def run(frame: DataFrame, index: int, processed_at: float) -> tuple[int, int]:
         step = advance(frame, processed_at, state.before(), TIMING)  # sensor_aggregates' own
         source = {part.readings: part.end for part in (topics.slice(p, index) for p in range(PARTITIONS))}
         sink.write(index, {**topics.records(step), topics.state: state.changes_to(step.state)}, source)
         state.committed()
-        return 0  # held by the driver from the start
+        return 0, 0  # held by the driver from the start
 
     return run, sink.close
 
@@ -138,10 +139,11 @@ def on_the_executors(spark: SparkSession, topics: Topics) -> tuple[Run, Callable
         topics.app, (topics.aggregates, topics.latest), topics.state, STATE_SCHEMAS, topics.client
     )
 
-    def run(frame: DataFrame, index: int, processed_at: float) -> int:
+    def run(frame: DataFrame, index: int, processed_at: float) -> tuple[int, int]:
         slices = {p: topics.slice(p, index) for p in range(PARTITIONS)}
         batch = PartitionBatch(index, processed_at, TIMING, slices, writer, topics.records)
-        return sum(f.state_reads for f in fold_batch(frame, batch))  # sensor_aggregates' own
+        folded = fold_batch(frame, batch)  # sensor_aggregates' own
+        return sum(f.state_reads for f in folded), sum(f.catch_ups for f in folded)
 
     return run, lambda: None  # the writers end with the executors' Python workers
 
@@ -209,14 +211,19 @@ def measure(
     spark.sparkContext.setLogLevel("ERROR")
     try:
         run, close = (on_the_driver if design == "driver" else on_the_executors)(spark, Topics.create(broker))
-        per_batch: dict[str, list[float]] = {"driver": [], "busiest executor": [], "state reads": []}
+        per_batch: dict[str, list[float]] = {
+            "driver": [],
+            "busiest executor": [],
+            "state reads": [],
+            "catch-ups": [],
+        }
         try:
             for index in range(args.warm + args.batches):
                 frame = batch(spark, devices, args.seconds_per_batch, index)
                 processed_at = float(T0 + (index + 1) * args.seconds_per_batch + 1)
                 groups = _processes(spark)
                 before = _spent(groups)
-                reads = run(frame, index, processed_at)
+                reads, catch_ups = run(frame, index, processed_at)
                 after = _spent(groups)
                 if index < args.warm:
                     continue
@@ -224,6 +231,7 @@ def measure(
                 per_batch["driver"].append(used.pop("driver"))
                 per_batch["busiest executor"].append(max(used.values(), default=0.0))
                 per_batch["state reads"].append(reads)
+                per_batch["catch-ups"].append(catch_ups)
         finally:
             close()
         return per_batch
@@ -243,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     print("CPU seconds per batch: median (min-max)")
     print(
         f"{'design':<10} {'devices':>8} {'executors':>9}  {'driver':<20} {'busiest executor':<20} "
-        "partitions' state read a batch (mean)"
+        "partitions' state a batch (mean): read whole, caught up"
     )
     busiest: dict[tuple[str, int, int], float] = {}
     driver: dict[tuple[str, int, int], float] = {}
@@ -255,9 +263,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
             for v in (spent["driver"], spent["busiest executor"])
         ]
-        reads = statistics.mean(spent["state reads"])
+        reads, caught = (statistics.mean(spent[name]) for name in ("state reads", "catch-ups"))
         print(
-            f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20} {reads:>5.1f}",
+            f"{design:<10} {devices:>8} {executors:>9}  {cells[0]:<20} {cells[1]:<20} "
+            f"{reads:>5.1f} {caught:>5.1f}",
             flush=True,
         )
         driver[design, devices, executors] = statistics.median(spent["driver"])
