@@ -519,11 +519,13 @@ class Nemesis:
         flags = f"{CHECKPOINTS}/{app}/failpoints"
         flag = f"{flags}/{point}"
         nodes = list(dict.fromkeys((self.site.driver_of(app), *self.site.workers)))
+        # The app's own directory too, where a Pi's driver has not made it yet: made by root, a
+        # standby driver there could not write its checkpoint when it took the app over.
         for node in nodes:
             sh(
                 node,
-                f"install -d -o spark -g spark {flags} && printf %s {shlex.quote(action)} > {flag} "
-                f"&& chown spark:spark {flag}",
+                f"install -d -o spark -g spark {CHECKPOINTS}/{app} {flags} && "
+                f"printf %s {shlex.quote(action)} > {flag} && chown spark:spark {flag}",
             )
 
         def fired() -> bool:
