@@ -72,18 +72,15 @@ def read_state(
     newest document of each device, as the tables' rows (tuples in column order, as VersionedTables
     gives them). A missing topic is an error, not an empty state."""
     device_tables(schemas)
-    # Bounded: a cold start reads every device's document once.
-    bounded = {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
     only = None if partition is None else [partition]
-    latest = {r.key: r.value for r in read_to_end(topic, timeout, missing_ok=False, only=only, **bounded)}
-    tables: Tables = {name: [] for name in schemas}
-    for value in latest.values():
-        if value is None:
-            continue
-        for name, rows in json.loads(value).items():
-            if name in tables:  # a table a later release dropped is passed over
-                tables[name].extend(tuple(row) for row in rows)
-    return tables
+    read = read_to_end(topic, timeout, missing_ok=False, only=only, **_bounded(client, timeout))
+    latest = {r.key: r.value for r in read}
+    return tables_of({key: json.loads(value) for key, value in latest.items() if value is not None}, schemas)
+
+
+def _bounded(client: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    # Each request bounded: a cold start reads every device's document once.
+    return {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
 
 
 def catch_up(
@@ -99,8 +96,7 @@ def catch_up(
     From offset 0 with nothing held, the partition read whole. The documents, and the offset they
     hold the partition through. Exact while the tombstones since `since` are kept (the topic's
     delete.retention.ms, a day by default)."""
-    bounded = {**client, "request_timeout_ms": int(min(timeout, 30) * 1000)}
-    records, end = read_partition(topic, partition, since, timeout, **bounded)
+    records, end = read_partition(topic, partition, since, timeout, **_bounded(client, timeout))
     docs = dict(held)
     for record in records:
         device = record.key.decode()

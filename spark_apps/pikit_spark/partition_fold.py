@@ -182,33 +182,28 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         done.append(step)
         return {**batch.outputs(step), **_logged(batch, k, step)}, step.state
 
-    host = socket.gethostname()
     try:
         written = sink.commit(batch.batch_id, batch.slices[k], folded)
-    except SecondRead as deferred:
-        return Folded(
-            k,
-            None,
-            state_reads=sink.state_reads - reads,
-            catch_ups=sink.catch_ups - catch_ups,
-            host=host,
-            again=deferred.marks,
-        )
-    if written is None or not done:
-        return Folded(
-            k, written, state_reads=sink.state_reads - reads, catch_ups=sink.catch_ups - catch_ups, host=host
-        )
-    step = done[-1]
-    gauged = batch.gauged
-    return Folded(
+        deferred = None
+    except SecondRead as read_again:
+        written, deferred = None, read_again.marks
+    told = Folded(
         k,
         written,
+        state_reads=sink.state_reads - reads,
+        catch_ups=sink.catch_ups - catch_ups,
+        host=socket.gethostname(),
+        again=deferred,
+    )
+    if written is None or not done:
+        return told
+    step = done[-1]
+    gauged = batch.gauged
+    return replace(
+        told,
         windows_closed=len(step.closed),
         late=len(step.late),
         dead=len(step.dead),
-        state_reads=sink.state_reads - reads,
-        catch_ups=sink.catch_ups - catch_ups,
-        host=host,
         state_rows=sum(len(rows) for rows in step.state.values()),
         latest=() if gauged is None else tuple(w for w in step.closed if not gauged or w["device"] in gauged),
     )
