@@ -118,23 +118,39 @@ class Apps:
         self.restart()
 
     def restart(self) -> None:
-        for unit, _ in APPS.values():
-            subprocess.run(["podman", "exec", self.lab.driver, "systemctl", "restart", unit], check=True)
+        """Every driver Pi's units of the apps, so that the standbys take the new settings too."""
+        for node in self.lab.drivers:
+            for unit, _ in APPS.values():
+                subprocess.run(["podman", "exec", node, "systemctl", "restart", unit], check=True)
+
+    def driver(self, app: str) -> str:
+        """The driver Pi where the app is active now: the one with its running event log."""
+        return self._running_log(app)[0]
 
     def event_log(self, app: str) -> list[dict[str, Any]]:
-        """The newest event log of the running app (Spark 4's rolling layout, zstd-compressed)."""
+        """The running app's event log (Spark 4's rolling layout, zstd-compressed)."""
+        return self._running_log(app)[1]
+
+    def _running_log(self, app: str) -> tuple[str, list[dict[str, Any]]]:
+        """The newest running event log of the app on any driver Pi (a standby has no Spark
+        session, so none), and the Pi it is on."""
         logs = sorted(
-            (self.lab.spark_data / "event-logs").glob("eventlog_v2_app-*"), key=lambda p: p.stat().st_mtime
+            (
+                (log.stat().st_mtime, node, log)
+                for node in self.lab.drivers
+                for log in (self.lab.spark_data_of(node) / "event-logs").glob("eventlog_v2_app-*")
+            ),
+            reverse=True,
         )
-        for log in reversed(logs):
+        for _, node, log in logs:
             if not any(log.glob("appstatus_*.inprogress")):
                 continue
             events = [json.loads(line) for line in _event_lines(log)]
             if any(
                 e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
             ):
-                return events
-        raise SystemExit(f"no running event log of {app} under {self.lab.spark_data / 'event-logs'}")
+                return node, events
+        raise SystemExit(f"no running event log of {app} on the driver Pis {', '.join(self.lab.drivers)}")
 
     def state_rows(self, app: str) -> int:
         """The rows of the app's state at its last commit, read from its state topic."""
@@ -399,12 +415,13 @@ def phase(
     watch = Watch(apps.lab)
     watch.start()
     rss: dict[str, list[float]] = {app: [] for app in APPS}
+    drivers = {app: apps.driver(app) for app in APPS}
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(5):
             for app, (unit, _) in APPS.items():
-                rss[app].append(driver_rss_mib(apps.lab.driver, unit))
+                rss[app].append(driver_rss_mib(drivers[app], unit))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -3,7 +3,6 @@ the shared volume that holds the Spark apps' checkpoints and event logs, and the
 
 from __future__ import annotations
 
-import functools
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +38,26 @@ class Lab:
         return self.groups["spark_master"][0]
 
     @property
-    def driver(self) -> str:
-        """The first Pi of spark_driver: where the apps' drivers run while it is up (a restarted
-        driver takes its app back from the standby: pikit_spark/leadership.py)."""
-        return driver_pis(self.groups)[0]
+    def drivers(self) -> list[str]:
+        """The driver Pis (spark_driver): each app is active on one of them and stands by on the
+        others (pikit_spark/leadership.py: the holder keeps it across restarts, so which one holds
+        an app is found, not assumed)."""
+        return driver_pis(self.groups)
 
-    @functools.cached_property
+    @property
+    def driver(self) -> str:
+        """The first driver Pi: where the apps run after a cold start of the site."""
+        return self.drivers[0]
+
+    @property
     def spark_data(self) -> Path:
-        """spark_data_dir on the drivers' Pi's own disk, as this machine sees it (`podman mount`,
-        as root): the drivers' scratch checkpoints and the event logs."""
+        return self.spark_data_of(self.driver)
+
+    def spark_data_of(self, node: str) -> Path:
+        """spark_data_dir on a driver Pi's own disk, as this machine sees it (`podman mount`, as
+        root): its drivers' scratch checkpoints and event logs."""
         mount = subprocess.run(
-            ["podman", "mount", self.driver], capture_output=True, text=True, check=True
+            ["podman", "mount", node], capture_output=True, text=True, check=True
         ).stdout.strip()
         return Path(mount) / "srv/pikit/spark"
 

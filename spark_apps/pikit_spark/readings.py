@@ -56,6 +56,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pikit_spark.batch_values import at_most, whole_seconds
+from pikit_spark.local_table import local_table
 from pikit_spark.sink import Record
 
 MAX_CLOCK_SKEW_S = 300
@@ -349,13 +350,17 @@ def _signatures(records: DataFrame, keys: Keyring | Mapping[str, bytes] | None) 
     """The records with their `signer`, and the reason their signature fails (null: it holds).
 
     HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions: the keys' inner and outer
-    pads are a small table broadcast to the executors, joined on the signer. The revoked
+    pads are a small table held in the driver's plan (`local_table`: its broadcast needs no
+    Python on the executors), broadcast to them and joined on the signer. The revoked
     devices' fences are a literal in the plan."""
     if keys is None:
         return records.withColumn("signer", F.lit(None).cast("string")), F.lit(None).cast("string")
     ring = keys if isinstance(keys, Keyring) else Keyring(keys)
     pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(ring.keys.items())]
-    table = records.sparkSession.createDataFrame(pads, "signer string, inner_pad binary, outer_pad binary")
+    # One task ships it, not one per row up to the cluster's cores.
+    table = local_table(
+        records.sparkSession, pads, "signer string, inner_pad binary, outer_pad binary"
+    ).coalesce(1)
 
     def header(name: str) -> Column:
         return F.get(F.filter("headers", lambda h: h["key"] == name), 0)["value"]
