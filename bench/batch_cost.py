@@ -123,17 +123,13 @@ class Apps:
             for unit, _ in APPS.values():
                 subprocess.run(["podman", "exec", node, "systemctl", "restart", unit], check=True)
 
-    def driver(self, app: str) -> str:
-        """The driver Pi where the app is active now: the one with its running event log."""
-        return self._running_log(app)[0]
-
     def event_log(self, app: str) -> list[dict[str, Any]]:
         """The running app's event log (Spark 4's rolling layout, zstd-compressed)."""
-        return self._running_log(app)[1]
+        return self._running_log(app)
 
-    def _running_log(self, app: str) -> tuple[str, list[dict[str, Any]]]:
+    def _running_log(self, app: str) -> list[dict[str, Any]]:
         """The newest running event log of the app on any driver Pi (a standby has no Spark
-        session, so none), and the Pi it is on."""
+        session, so none; right after a restart no commit tells yet which Pi is active)."""
         logs = sorted(
             (
                 (log.stat().st_mtime, node, log)
@@ -142,14 +138,14 @@ class Apps:
             ),
             reverse=True,
         )
-        for _, node, log in logs:
+        for _, _, log in logs:
             if not any(log.glob("appstatus_*.inprogress")):
                 continue
             events = [json.loads(line) for line in _event_lines(log)]
             if any(
                 e.get("Event") == "SparkListenerApplicationStart" and e.get("App Name") == app for e in events
             ):
-                return node, events
+                return events
         raise SystemExit(f"no running event log of {app} on the driver Pis {', '.join(self.lab.drivers)}")
 
     def state_rows(self, app: str) -> int:
@@ -415,7 +411,7 @@ def phase(
     watch = Watch(apps.lab)
     watch.start()
     rss: dict[str, list[float]] = {app: [] for app in APPS}
-    drivers = {app: apps.driver(app) for app in APPS}
+    drivers = {app: apps.lab.driver_of(app) for app in APPS}
     done = threading.Event()
 
     def sample() -> None:

@@ -1,5 +1,6 @@
 """The demo's lab as the benches reach it from this machine: its groups, the brokers over mTLS,
-the shared volume that holds the Spark apps' checkpoints and event logs, and the devices' keys."""
+the driver Pis' disks that hold the Spark apps' scratch checkpoints and event logs, and the
+devices' keys."""
 
 from __future__ import annotations
 
@@ -49,10 +50,6 @@ class Lab:
         """The first driver Pi: where the apps run after a cold start of the site."""
         return self.drivers[0]
 
-    @property
-    def spark_data(self) -> Path:
-        return self.spark_data_of(self.driver)
-
     def spark_data_of(self, node: str) -> Path:
         """spark_data_dir on a driver Pi's own disk, as this machine sees it (`podman mount`, as
         root): its drivers' scratch checkpoints and event logs."""
@@ -60,6 +57,19 @@ class Lab:
             ["podman", "mount", node], capture_output=True, text=True, check=True
         ).stdout.strip()
         return Path(mount) / "srv/pikit/spark"
+
+    def driver_of(self, app: str) -> str:
+        """The driver Pi where `app` is active: the one whose scratch checkpoint of it holds the newest
+        commit (a standby commits nothing), as the e2e suite tells it (SiteNodes.driver_of)."""
+        commits = {node: self.scratch_of(node, app).glob("**/commits/*") for node in self.drivers}
+        newest = {node: max((c.stat().st_mtime for c in at), default=0.0) for node, at in commits.items()}
+        if max(newest.values(), default=0.0) == 0.0:
+            raise SystemExit(f"no driver of {app} has committed on {', '.join(self.drivers)}")
+        return max(newest, key=lambda node: newest[node])
+
+    def scratch_of(self, node: str, app: str) -> Path:
+        """The app's scratch checkpoint on a driver Pi's disk."""
+        return self.spark_data_of(node) / "scratch" / app
 
     def device_keys(self, devices: list[str]) -> dict[str, bytes]:
         """Each device's signing key, derived from the site's secret as the lab's agents derive theirs."""

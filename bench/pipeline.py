@@ -79,7 +79,7 @@ class SparkLag:
     """Records of the readings topic that a streaming query has not yet processed."""
 
     def __init__(self, lab: lab_.Lab, checkpoint: str) -> None:
-        self.offsets = lab.spark_data / "scratch" / checkpoint / "offsets"
+        self.offsets = lab.scratch_of(lab.driver_of(checkpoint), checkpoint) / "offsets"
         self.consumer = KafkaConsumer(**lab.client)
         self.topic = lab.topics["readings"]
 

@@ -92,9 +92,11 @@ class Turn:
 class Restarts:
     def __init__(self, app: str, settle: float, steady: int) -> None:
         self.lab = lab_.find()
-        self.master = self.lab.driver  # the drivers' Pi: its spark-defaults.conf and the app's unit
+        # The Pi where the app is active: its spark-defaults.conf and the app's unit (a driver that
+        # systemd restarts there takes its place back: pikit_spark/leadership.py).
+        self.master = self.lab.driver_of(app)
         self.unit = APPS[app][0]
-        self.checkpoint = self.lab.spark_data / "scratch" / app
+        self.checkpoint = self.lab.scratch_of(self.master, app)
         self.settle, self.steady = settle, steady
 
     def commits_since(self, moment: float) -> list[float]:
