@@ -140,6 +140,10 @@ def told(folded: list[Folded]) -> str:
     caught_up = sorted(f.partition for f in folded if f.catch_ups)
     if caught_up:
         said += f"; the state of {caught_up} caught up with another worker's commits"
+    slowest = max(folded, key=lambda f: f.seconds, default=None)
+    if slowest is not None and slowest.steps:
+        steps = ", ".join(f"{step} {seconds:.2f}s" for step, seconds in slowest.steps)
+        said += f"; slowest partition {slowest.partition} on {slowest.host}: {slowest.seconds:.2f}s ({steps})"
     return said
 
 

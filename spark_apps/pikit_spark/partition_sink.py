@@ -36,6 +36,7 @@ from kafka.structs import OffsetAndMetadata
 from pikit_contract.names import SPARK_PREFIX
 
 from pikit_spark.changelog import Document, catch_up, changes_between, documents, tables_of
+from pikit_spark.progress import Steps
 from pikit_spark.sink import BoundedProducer, Change, SupersededError, TransactionalSink
 from pikit_spark.state import Tables
 
@@ -99,12 +100,14 @@ class PartitionSink:
         self._held: _Held | None = None
         self.state_reads = 0  # how often a fold found no state here, and read the partition whole
         self.catch_ups = 0  # how often it found an older one, and read only the commits since
+        self.steps = Steps()  # where the last commit's time went: what a slow batch's log line names
 
     def commit(self, batch_id: int, part: Slice, fold: Fold) -> int | None:
         """The slice folded into the partition's state, and the outputs, the state's changes and
         `part.end` committed together: the number of records written, None when the group held
         `part.end` already (the slice was committed before)."""
         fenced = 0
+        self.steps = Steps()
         while True:
             try:
                 return self.sink.with_retries(
@@ -113,6 +116,7 @@ class PartitionSink:
             except ProducerFencedError:
                 # Another worker took the partition since this one's last batch: start anew from
                 # what the group holds now.
+                self.steps.done("fenced")
                 self.sink.close(timeout=0)
                 fenced += 1
                 if fenced == FENCED_ATTEMPTS:
@@ -122,7 +126,9 @@ class PartitionSink:
         producer = self.sink.producer()
         fresh = producer is not self._producer
         if fresh:  # it fenced every other writer of the partition: what the group holds is final
+            self.steps.done("fence")
             self._producer, self._stamp = producer, self._group_holds(part.readings)
+            self.steps.done("group")
         held = self._stamp[0]
         if held == part.end and part.start < part.end:
             return None
@@ -136,15 +142,18 @@ class PartitionSink:
                 f"and this batch reads it from {part.start}"
             )
         before = self._state(self._stamp)
+        self.steps.done("state")
         outputs, after = fold({name: list(rows) for name, rows in before.tables.items()})
         after_docs = documents(after)
         records = [(topic, record) for topic, rows in outputs.items() for record in rows]
         records += [(self.state_topic, change) for change in changes_between(before.docs, after_docs)]
+        self.steps.done("fold")
         if not records and part.start == part.end:
             return 0  # nothing read, nothing changed
         token = uuid.uuid4().hex
         offsets = {part.readings: OffsetAndMetadata(part.end, token, -1)}
         sent = self.sink.transact(producer, records, offsets)
+        self.steps.done("commit")
         # The state held now reflects every record of its partition through this transaction's last:
         # the group held the commit it folded on when this producer fenced every other writer.
         pairs = zip(records, sent, strict=True)

@@ -109,12 +109,22 @@ def test_a_fenced_worker_folds_on_what_the_other_committed(broker: str) -> None:
     assert _counts(state, 0, broker) == {"a": 4}
     # It read the partition whole once, at its first batch; then only the other's commit.
     assert (one.state_reads, one.catch_ups) == (1, 1)
+    # The move's cost, as the batch's log line names it: a fresh producer fenced the other (the
+    # stale one's attempt first found the group moved on), the group read, the catch-up.
+    assert [step for step, _ in one.steps.parts] == ["fence", "group", "state", "fold", "commit"]
     # Fenced by a copy of its own last batch, which wrote nothing: the first worker's memory is
     # still right, and its next batch goes through once it has a producer again.
     assert two.commit(2, Slice(tp0, 3, 4), counting(out, ["a"])) is None
     assert one.commit(3, Slice(tp0, 4, 5), counting(out, ["a"])) == 2
     assert _counts(state, 0, broker) == {"a": 5}
-    assert [value for _, value in _sent(out, broker)] == ["2", "3", "4", "5"]
+    # Its producer was fenced by the copy: the first attempt's commit failed, then a fresh producer
+    # fenced the copy; the state it held is the group's, so nothing was read.
+    steps = [step for step, _ in one.steps.parts]
+    assert steps == ["state", "fold", "fenced", "fence", "group", "state", "fold", "commit"]
+    assert (one.state_reads, one.catch_ups) == (1, 1)
+    assert one.commit(4, Slice(tp0, 5, 6), counting(out, ["a"])) == 2
+    assert [step for step, _ in one.steps.parts] == ["state", "fold", "commit"]  # nothing moved
+    assert [value for _, value in _sent(out, broker)] == ["2", "3", "4", "5", "6"]
     one.close()
     two.close()
 

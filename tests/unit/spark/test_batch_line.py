@@ -1,0 +1,29 @@
+"""sensor_aggregates' log line of a batch: what its partitions wrote, and where the slowest one's
+time went, which is what an operator reads when a batch was slow."""
+
+from __future__ import annotations
+
+from pikit_spark.partition_fold import Folded
+from pikit_testkit.apps import app_module
+
+
+def test_the_line_names_the_slowest_partition_and_its_steps() -> None:
+    told = app_module("sensor_aggregates").told
+    folded = [
+        Folded(0, 0, host="pi-2", steps=(("state", 0.0), ("fold", 0.01)), seconds=0.01),
+        Folded(
+            1,
+            5,
+            windows_closed=2,
+            catch_ups=1,
+            host="pi-3",
+            steps=(("fence", 0.25), ("group", 0.04), ("state", 0.15), ("fold", 0.01), ("commit", 0.3)),
+            seconds=0.75,
+        ),
+        Folded(2, None, host="pi-2"),
+    ]
+    assert told(folded) == (
+        "committed 5 records of 2 partitions on pi-2, pi-3: 2 windows closed, 0 late, 0 dead letters; "
+        "partitions [2] committed before; the state of [1] caught up with another worker's commits; "
+        "slowest partition 1 on pi-3: 0.75s (fence 0.25s, group 0.04s, state 0.15s, fold 0.01s, commit 0.30s)"
+    )
