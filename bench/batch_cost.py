@@ -233,6 +233,19 @@ class Batch:
         }
 
 
+def executor_hosts(events: list[dict[str, Any]]) -> list[str]:
+    """The hosts of the app's executors at the end of its event log, one per executor: two
+    executors on one Pi trade its readings partitions between their Python workers, and a phase's
+    tail follows (bench/README.md, "Before and after the fold moved to the executors")."""
+    hosts: dict[str, str] = {}
+    for event in events:
+        if event.get("Event") == "SparkListenerExecutorAdded":
+            hosts[event["Executor ID"]] = event["Executor Info"]["Host"]
+        elif event.get("Event") == "SparkListenerExecutorRemoved":
+            hosts.pop(event["Executor ID"], None)
+    return sorted(hosts.values())
+
+
 def batches(events: list[dict[str, Any]], since: float, until: float) -> list[Batch]:
     """The app's micro-batches with input that started in [since, until), each with the Spark
     jobs it ran: those tagged with its batch id, and untagged ones submitted while it ran (a
@@ -443,7 +456,8 @@ def phase(
         flush=True,
     )
     for app in APPS:
-        found = batches(apps.event_log(app), since, until)
+        events = apps.event_log(app)
+        found = batches(events, since, until)
         walls, jobs = [b.wall_s for b in found], [b.jobs for b in found]
         p50, p99 = quantiles(walls)
         latency = quantiles(end_to_window if app == "sensor_aggregates" else to_alert)
@@ -458,7 +472,8 @@ def phase(
             parts = {k: statistics.median(one[k] for one in split) for k in split[0]}
             print(
                 f"  {app}, where a batch goes (medians): "
-                + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()),
+                + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+                + f"; its executors on {', '.join(executor_hosts(events)) or 'none'}",
                 flush=True,
             )
         jobs_said = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.batch_cost import PROGRESS_EVENT, WINDOW_S, batches, closing_to_aggregate
+from bench.batch_cost import PROGRESS_EVENT, WINDOW_S, batches, closing_to_aggregate, executor_hosts
 
 
 def test_the_closing_record_is_the_first_sent_past_the_windows_end_and_the_slack() -> None:
@@ -59,3 +59,17 @@ def test_a_batch_is_split_into_planning_logs_jobs_and_the_drivers_work() -> None
     assert (batch.jobs, round(batch.jobs_s, 3), batch.wall_s) == (2, 0.5, 1.4)
     parts = {k: round(v, 3) for k, v in batch.parts().items()}
     assert parts == {"planning": 0.2, "offset and commit logs": 0.06, "Spark jobs": 0.5, "driver": 0.6}
+
+
+def test_the_executors_hosts_are_those_alive_at_the_end_of_the_log() -> None:
+    def added(number: str, host: str) -> dict[str, Any]:
+        return {"Event": "SparkListenerExecutorAdded", "Executor ID": number, "Executor Info": {"Host": host}}
+
+    events: list[dict[str, Any]] = [
+        added("0", "10.89.77.13"),
+        added("1", "10.89.77.13"),
+        {"Event": "SparkListenerExecutorRemoved", "Executor ID": "0", "Removed Reason": "lost"},
+        added("2", "10.89.77.12"),
+    ]
+    assert executor_hosts(events) == ["10.89.77.12", "10.89.77.13"]
+    assert executor_hosts(events[:2]) == ["10.89.77.13", "10.89.77.13"]  # two on one Pi: both listed
