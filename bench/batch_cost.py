@@ -124,12 +124,9 @@ class Apps:
                 subprocess.run(["podman", "exec", node, "systemctl", "restart", unit], check=True)
 
     def event_log(self, app: str) -> list[dict[str, Any]]:
-        """The running app's event log (Spark 4's rolling layout, zstd-compressed)."""
-        return self._running_log(app)
-
-    def _running_log(self, app: str) -> list[dict[str, Any]]:
-        """The newest running event log of the app on any driver Pi (a standby has no Spark
-        session, so none; right after a restart no commit tells yet which Pi is active)."""
+        """The running app's event log (Spark 4's rolling layout, zstd-compressed): the newest on
+        any driver Pi (a standby has no Spark session, so none; right after a restart no commit
+        tells yet which Pi is active)."""
         logs = sorted(
             (
                 (log.stat().st_mtime, node, log)

@@ -13,6 +13,7 @@ from kafka import KafkaConsumer
 from pikit_contract import signing
 from pikit_dev.lab import spec_from_inventory
 from pikit_dev.lab_image import lab_home
+from pikit_testkit.nemesis import SiteNodes
 
 from pikit import REPO
 from pikit.site import Site
@@ -59,13 +60,9 @@ class Lab:
         return Path(mount) / "srv/pikit/spark"
 
     def driver_of(self, app: str) -> str:
-        """The driver Pi where `app` is active: the one whose scratch checkpoint of it holds the newest
-        commit (a standby commits nothing), as the e2e suite tells it (SiteNodes.driver_of)."""
-        commits = {node: self.scratch_of(node, app).glob("**/commits/*") for node in self.drivers}
-        newest = {node: max((c.stat().st_mtime for c in at), default=0.0) for node, at in commits.items()}
-        if max(newest.values(), default=0.0) == 0.0:
-            raise SystemExit(f"no driver of {app} has committed on {', '.join(self.drivers)}")
-        return max(newest, key=lambda node: newest[node])
+        """The driver Pi where `app` is active: the one whose driver committed last (a standby
+        commits nothing), by the e2e suite's rule."""
+        return SiteNodes((), (), self.master, (), (app,), drivers=tuple(self.drivers)).driver_of(app)
 
     def scratch_of(self, node: str, app: str) -> Path:
         """The app's scratch checkpoint on a driver Pi's disk."""

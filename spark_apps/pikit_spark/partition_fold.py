@@ -84,13 +84,17 @@ class Folded:
     catch_ups: int = 0  # 1 when it held an older one, and read the commits since
     host: str = ""  # the executor's
     # Where the task's commit went (fence, group, state, fold, commit: PartitionSink's steps, a step
-    # again when it was retried), and its seconds in all.
+    # again when it was retried).
     steps: tuple[tuple[str, float], ...] = ()
-    seconds: float = 0.0
     state_rows: int = 0  # the partition's, after the batch
     latest: tuple[dict[str, Any], ...] = ()  # the closed windows of the gauged devices
     # The devices to read again, with the marks of those the state knows; None: folded.
     again: dict[str, Mark | None] | None = None
+
+    @property
+    def seconds(self) -> float:
+        """The task's commit in all."""
+        return sum(seconds for _, seconds in self.steps)
 
 
 class SecondRead(FoldDeferred):
@@ -198,7 +202,6 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         catch_ups=sink.catch_ups - catch_ups,
         host=socket.gethostname(),
         steps=tuple(sink.steps.parts),
-        seconds=sink.steps.last - sink.steps.started,
         again=deferred,
     )
     if written is None or not done:

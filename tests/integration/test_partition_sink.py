@@ -110,7 +110,8 @@ def test_a_fenced_worker_folds_on_what_the_other_committed(broker: str) -> None:
     # It read the partition whole once, at its first batch; then only the other's commit.
     assert (one.state_reads, one.catch_ups) == (1, 1)
     # The move's cost, as the batch's log line names it: a fresh producer fenced the other (the
-    # stale one's attempt first found the group moved on), the group read, the catch-up.
+    # stale one, whose commit was behind the batch's start, was closed unused), the group read,
+    # the catch-up.
     assert [step for step, _ in one.steps.parts] == ["fence", "group", "state", "fold", "commit"]
     # Fenced by a copy of its own last batch, which wrote nothing: the first worker's memory is
     # still right, and its next batch goes through once it has a producer again.

@@ -10,7 +10,7 @@ from pikit_testkit.apps import app_module
 def test_the_line_names_the_slowest_partition_and_its_steps() -> None:
     told = app_module("sensor_aggregates").told
     folded = [
-        Folded(0, 0, host="pi-2", steps=(("state", 0.0), ("fold", 0.01)), seconds=0.01),
+        Folded(0, 0, host="pi-2", steps=(("state", 0.0), ("fold", 0.01))),
         Folded(
             1,
             5,
@@ -18,7 +18,6 @@ def test_the_line_names_the_slowest_partition_and_its_steps() -> None:
             catch_ups=1,
             host="pi-3",
             steps=(("fence", 0.25), ("group", 0.04), ("state", 0.15), ("fold", 0.01), ("commit", 0.3)),
-            seconds=0.75,
         ),
         Folded(2, None, host="pi-2"),
     ]
