@@ -26,7 +26,7 @@ from pikit_spark.app import StreamingApp
 from pikit_spark.common import LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, late_records
 from pikit_spark.metrics import LATEST_STATS
-from pikit_spark.partition_fold import Folded, fold_batch
+from pikit_spark.partition_fold import Folded, IdlePartitions, fold_batch
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import Record
@@ -99,21 +99,28 @@ def main(argv: list[str] | None = None) -> None:
         stamped = app.readings().withColumn("processed_at", F.current_timestamp())
         return parse(stamped, args.max_clock_skew_seconds, keyring).verdicts
 
+    # What this driver's tasks committed of each partition: a partition that read nothing and has
+    # nothing to close runs no task.
+    idle = IdlePartitions()
+
     def process(verdicts: DataFrame, batch_id: int) -> None:
         steps = Steps()
         # Each readings partition's share is folded into its state and committed by the task that
         # holds it (pikit_spark/partition_fold.py): the driver plans the batch and counts.
-        folded = fold_batch(verdicts, app.partition_batch(batch_id, timing, outputs, gauged))
+        batch = app.partition_batch(batch_id, timing, outputs, gauged)
+        folded = fold_batch(verdicts, batch, idle)
         steps.done("folded")
         written = [f for f in folded if f.written is not None]
         app.metrics.add("windows_closed", sum(f.windows_closed for f in written))
         app.metrics.add("late_readings", sum(f.late for f in written))
         app.metrics.add("dead_letters", sum(f.dead for f in written))
-        if len(written) == len(folded):
-            app.metrics.set("state_rows", sum(f.state_rows for f in written))
+        state_rows = idle.state_rows(batch.slices)
+        if state_rows is not None:
+            app.metrics.set("state_rows", state_rows)
         app.metrics.latest_windows([window for f in written for window in f.latest])
         fire_if_armed(app.checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
-        LOG.info("batch %d: %s; %s", batch_id, told(folded), steps)
+        left_out = sorted(set(batch.slices) - {f.partition for f in folded})
+        LOG.info("batch %d: %s; %s", batch_id, told(folded, left_out), steps)
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
@@ -122,15 +129,18 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-def told(folded: list[Folded]) -> str:
-    """A batch's partitions as its log line tells them: what they wrote, where, and what they skipped."""
+def told(folded: list[Folded], idle: list[int] | None = None) -> str:
+    """A batch's partitions as its log line tells them: what they wrote, where, what they skipped,
+    and which ran no task (`idle`)."""
     written = [f for f in folded if f.written is not None]
     hosts = sorted({f.host for f in folded})
     said = (
         f"committed {sum(f.written or 0 for f in written)} records of {len(written)} partitions on "
-        f"{', '.join(hosts)}: {sum(f.windows_closed for f in written)} windows closed, "
+        f"{', '.join(hosts) or 'no executor'}: {sum(f.windows_closed for f in written)} windows closed, "
         f"{sum(f.late for f in written)} late, {sum(f.dead for f in written)} dead letters"
     )
+    if idle:
+        said += f"; partitions {idle} idle, no task"
     skipped = sorted(f.partition for f in folded if f.written is None)
     if skipped:
         said += f"; partitions {skipped} committed before"

@@ -148,6 +148,14 @@ def horizon_at(processed_at: float, timing: Timing) -> int:
     return int((processed_at - timing.horizon_s) // w * w)
 
 
+def idle_through(state: Tables) -> float:
+    """The horizon's end up to which a fold of nothing (a batch that read nothing) leaves `state`
+    as it is and closes nothing: the lowest of its devices' closed-through (infinite with none).
+    Without readings a device's windows close only when the horizon passes its closed-through,
+    which `fold` made at least as late as its readings' clock."""
+    return min((closed for *_, closed in state["devices"]), default=math.inf)
+
+
 def fold(summary: list[Row], state: Tables, processed_at: float, timing: Timing) -> Advance:
     """The batch's summary rows (kinds "window", "late" and "dead") into the state before it."""
     w = timing.window_s

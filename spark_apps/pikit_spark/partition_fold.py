@@ -8,7 +8,8 @@ The driver plans the batch and collects a few counts; the executors do the rest:
 2. the task of partition k (`fold_partition`) folds its rows into partition k's state and
    commits the outputs, the state's changes and k's source offset in one transaction of its own
    (`partition_sink.PartitionSink`, which the Python worker keeps between batches with the state).
-   A partition that read nothing still folds: its silent devices' windows close at the horizon.
+   A partition that read nothing still folds when the horizon has passed a window of a silent
+   device of it (it closes); else it has nothing to do, and `IdlePartitions` leaves its task out.
 
 A device's resends are told by its state: a seq at or below its high-water mark, a window it
 had closed, or a seq twice in the batch (`seqs.repeating`). The task that finds one writes
@@ -18,6 +19,7 @@ are rare: a resend follows an agent's crash."""
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,7 +29,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from pikit_spark.batches import CommittedBatch
-from pikit_spark.device_windows import Advance, Timing, fold, horizon_at, summarize, undecided
+from pikit_spark.device_windows import Advance, Timing, fold, horizon_at, idle_through, summarize, undecided
 from pikit_spark.partition_sink import Slice, for_partition
 from pikit_spark.seqs import repeating
 from pikit_spark.sink import Change, FoldDeferred
@@ -87,6 +89,8 @@ class Folded:
     # again when it was retried).
     steps: tuple[tuple[str, float], ...] = ()
     state_rows: int = 0  # the partition's, after the batch
+    # device_windows.idle_through of the partition's state after the batch; -inf: not known.
+    idle_through: float = -math.inf
     latest: tuple[dict[str, Any], ...] = ()  # the closed windows of the gauged devices
     # The devices to read again, with the marks of those the state knows; None: folded.
     again: dict[str, Mark | None] | None = None
@@ -129,36 +133,89 @@ def _route_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
     return _ROUTE_KEYS[partitions]
 
 
-def fold_batch(verdicts: DataFrame, batch: PartitionBatch) -> list[Folded]:
+class IdlePartitions:
+    """What a driver knows, from its own tasks' commits, of each readings partition's state: the
+    horizon's end up to which a fold of nothing leaves it as it is, and its rows.
+
+    A fold of a partition that read nothing closes a device's windows only when the horizon has
+    passed the device's closed-through (device_windows.fold: the readings' clock has not moved),
+    and otherwise writes nothing and changes nothing. Such a partition's task is left out of the
+    batch: no Python task to schedule, no state to hold or read on the worker it would land on.
+    The driver's first batch runs every partition's task; what it learns holds while it leads the
+    app, because only its tasks commit (another driver's start fences them, and ends it)."""
+
+    def __init__(self) -> None:
+        self._through: dict[int, float] = {}
+        self._rows: dict[int, int] = {}
+
+    def needed(self, batch: PartitionBatch) -> list[int]:
+        """The partitions whose task the batch must run."""
+        horizon_end = horizon_at(batch.processed_at, batch.timing)
+        return sorted(
+            k
+            for k, part in batch.slices.items()
+            if part.start != part.end or horizon_end > self._through.get(k, -math.inf)
+        )
+
+    def learn(self, folded: Iterable[Folded]) -> None:
+        for f in folded:
+            if f.written is None:  # committed before, by a task that did not tell this driver
+                self._through.pop(f.partition, None)
+                self._rows.pop(f.partition, None)
+            else:
+                self._through[f.partition] = f.idle_through
+                self._rows[f.partition] = f.state_rows
+
+    def state_rows(self, partitions: Iterable[int]) -> int | None:
+        """The partitions' state rows after their last commit; None while one is not known."""
+        rows = [self._rows.get(k) for k in partitions]
+        return None if None in rows else sum(r or 0 for r in rows)
+
+
+def fold_batch(
+    verdicts: DataFrame, batch: PartitionBatch, idle: IdlePartitions | None = None
+) -> list[Folded]:
     """The batch's verdicts (readings.parse's, with their `partition`) summarized, folded and
-    committed partition by partition: one Spark job, or two when a device resent readings."""
+    committed partition by partition: one Spark job, or two when a device resent readings. With
+    `idle`, the partitions it finds idle run no task, and have no Folded."""
     partitions = len(batch.slices)
     horizon_end = horizon_at(batch.processed_at, batch.timing)
+    if idle is not None:
+        batch = replace(batch, slices={k: batch.slices[k] for k in idle.needed(batch)})
+        if not batch.slices:
+            return []
     summary = summarize(route(verdicts, partitions), {}, horizon_end, batch.timing, by_partition=True)
     first = _fold(summary, batch, second=False)
     deferred = [f for f in first if f.again is not None]
     if not deferred:
-        return first
-    marks = {device: mark for f in deferred for device, mark in (f.again or {}).items()}
-    parts = sorted(f.partition for f in deferred)
-    resent = route(verdicts.where(F.col("device").isin(sorted(marks))), partitions).dropDuplicates(
-        ["device", "seq"]
-    )
-    known = {device: mark for device, mark in marks.items() if mark is not None}
-    again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
-    others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
-    kept = summary.where(F.col("partition").isin(parts) & others)
-    redo = replace(batch, slices={k: batch.slices[k] for k in parts})
-    second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
-    return [f for f in first if f.again is None] + second
+        folded = first
+    else:
+        marks = {device: mark for f in deferred for device, mark in (f.again or {}).items()}
+        parts = sorted(f.partition for f in deferred)
+        resent = route(verdicts.where(F.col("device").isin(sorted(marks))), partitions).dropDuplicates(
+            ["device", "seq"]
+        )
+        known = {device: mark for device, mark in marks.items() if mark is not None}
+        again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
+        others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
+        kept = summary.where(F.col("partition").isin(parts) & others)
+        redo = replace(batch, slices={k: batch.slices[k] for k in parts})
+        second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
+        folded = [f for f in first if f.again is None] + second
+    if idle is not None:
+        idle.learn(folded)
+    return folded
 
 
 def _fold(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Folded]:
-    def task(k: int, rows: Iterable[Row]) -> Iterator[Folded]:
-        if k in batch.slices:
-            yield fold_partition(batch, k, list(rows), second=second)
+    """The tasks of the batch's partitions alone: Spark runs no task for the others (the stage
+    before, which reads and routes the batch, runs whole)."""
 
-    return summary.rdd.mapPartitionsWithIndex(task).collect()
+    def task(k: int, rows: Iterable[Row]) -> Iterator[Folded]:
+        yield fold_partition(batch, k, list(rows), second=second)
+
+    tasks = summary.rdd.mapPartitionsWithIndex(task)
+    return summary.sparkSession.sparkContext.runJob(tasks, lambda folded: folded, sorted(batch.slices))
 
 
 def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool = False) -> Folded:
@@ -214,6 +271,7 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         late=len(step.late),
         dead=len(step.dead),
         state_rows=sum(len(rows) for rows in step.state.values()),
+        idle_through=idle_through(step.state),
         latest=() if gauged is None else tuple(w for w in step.closed if not gauged or w["device"] in gauged),
     )
 

@@ -2,8 +2,8 @@
 partition_fold.py), on a real Spark and a real broker, against sensor_aggregates' fold on the
 driver (device_windows.advance) as the model: the same batches give the same windows, late
 readings and dead letters, and the same state, with resends across and within batches, a
-device gone silent, a partition that reads nothing, a batch run twice, and a task killed in its
-transaction."""
+device gone silent, a partition that reads nothing, a batch run twice, a task killed in its
+transaction, and the tasks of idle partitions left out."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pikit_contract.readings import Reading, encode_batch
 from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.changelog import read_state
 from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance, late_records
-from pikit_spark.partition_fold import Folded, Outputs, PartitionBatch, Writer, fold_batch
+from pikit_spark.partition_fold import Folded, IdlePartitions, Outputs, PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import Change
@@ -142,18 +142,24 @@ def readings(device: str, seqs: Iterable[int], at: float | None = None) -> bytes
 
 
 def run(
-    spark: SparkSession, site: Site, sent: list[tuple[str, bytes]], processed_at: float
+    spark: SparkSession,
+    site: Site,
+    sent: list[tuple[str, bytes]],
+    processed_at: float,
+    idle: IdlePartitions | None = None,
 ) -> tuple[list[Folded], int]:
-    """The batch folded by the tasks, and by the model; how many Spark jobs the tasks' took."""
+    """The batch folded by the tasks (leaving out those `idle` finds idle), and by the model (which
+    folds every partition); how many Spark jobs the tasks' took."""
     verdicts, batch = site.batch(spark, sent, processed_at)
+    needed = list(range(PARTITIONS)) if idle is None else idle.needed(batch)
     group = uuid.uuid4().hex
     spark.sparkContext.setJobGroup(group, "fold_batch")
     try:
-        folded = fold_batch(verdicts, batch)
+        folded = fold_batch(verdicts, batch, idle)
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     site.modelled(verdicts, processed_at)
-    assert sorted(f.partition for f in folded) == list(range(PARTITIONS)), folded
+    assert sorted(f.partition for f in folded) == needed, folded
     return folded, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
@@ -247,3 +253,31 @@ def test_a_task_killed_in_its_transaction_is_retried_and_writes_once(
     assert sum(f.state_reads for f in folded) >= 1
     assert_same(site)
     assert_same_state(site)
+
+
+def test_a_partition_that_reads_nothing_and_closes_nothing_runs_no_task(
+    spark: SparkSession, broker: str
+) -> None:
+    site, idle = Site(broker), IdlePartitions()
+    folded, _ = run(spark, site, [(d, readings(d, range(0, 40))) for d in HOME], T0 + 45, idle)
+    assert [f.partition for f in folded] == [0, 1, 2], "a driver's first batch runs every partition's task"
+    # d4 and d5 fall silent: partition 2 reads nothing, and the horizon is far from their windows.
+    awake = ["d0", "d1", "d2", "d3"]
+    folded, _ = run(spark, site, [(d, readings(d, range(40, 100))) for d in awake], T0 + 105, idle)
+    assert [f.partition for f in folded] == [0, 1]
+    folded, jobs = run(spark, site, [], T0 + 115, idle)
+    assert (folded, jobs) == ([], 0), "a batch with nothing to do runs no Spark job"
+    assert_same(site)
+    # Past the horizon: partition 2's task runs again, and closes its silent devices' windows.
+    folded, _ = run(spark, site, [("d0", readings("d0", range(100, 110)))], T0 + 700, idle)
+    assert 2 in [f.partition for f in folded]
+    closed = Counter(
+        json.loads(v)["device"] for t, _, v in site.expected if t == site.outputs["aggregates"] and v
+    )
+    assert closed["d4"] == closed["d5"] > 0
+    # Every device's windows now close at the horizon, which stays until the next minute.
+    folded, _ = run(spark, site, [("d0", readings("d0", range(110, 120)))], T0 + 710, idle)
+    assert [f.partition for f in folded] == [0]
+    assert_same(site)
+    assert_same_state(site)
+    assert idle.state_rows(range(PARTITIONS)) == sum(len(rows) for rows in site.model.values())

@@ -26,3 +26,13 @@ def test_the_line_names_the_slowest_partition_and_its_steps() -> None:
         "partitions [2] committed before; the state of [1] caught up with another worker's commits; "
         "slowest partition 1 on pi-3: 0.75s (fence 0.25s, group 0.04s, state 0.15s, fold 0.01s, commit 0.30s)"
     )
+
+
+def test_the_line_names_the_partitions_that_ran_no_task() -> None:
+    told = app_module("sensor_aggregates").told
+    folded = [Folded(3, 2, host="pi-2", steps=(("state", 0.0), ("fold", 0.01), ("commit", 0.1)))]
+    assert told(folded, [0, 1, 2, 4, 5]).startswith(
+        "committed 2 records of 1 partitions on pi-2: 0 windows closed, 0 late, 0 dead letters; "
+        "partitions [0, 1, 2, 4, 5] idle, no task; slowest partition 3"
+    )
+    assert told([], [0, 1]).startswith("committed 0 records of 0 partitions on no executor")
