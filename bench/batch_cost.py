@@ -14,6 +14,11 @@ In both phases a probe device (`probe-0`) sends one reading every `--probe-every
 alternately out of the lab's `simulated.temperature` bounds (99) and back within them (20):
 each out-of-bounds reading starts an excursion, which must raise one alert.
 
+A contender with `{"spark_history_enabled": false}` runs the apps as the role does by default, with
+no event log, which costs the driver part of each batch (bench/README.md, "What the event log
+costs"): its batches come from the drivers' progress lines in the journal, and their Spark jobs
+and where their time went are not known.
+
 Per app it reports, from the app's own event log on the lab's shared volume:
 - each micro-batch's wall time (Spark's `triggerExecution`: median, p99) and input rows;
 - the Spark jobs each batch ran (jobs submitted between the batch's start and its end), and where
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import re
 import statistics
 import subprocess
 import tempfile
@@ -92,8 +98,8 @@ class Apps:
         the apps restarted, so that they read the new Spark defaults too; `contender`'s variables
         (e.g. spark_app_java_options) override the inventory's."""
         extra: dict[str, Any] = {
-            **contender,
             "spark_history_enabled": True,
+            **contender,
             "pikit_device_signing_extra": devices,
         }
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
@@ -144,6 +150,31 @@ class Apps:
             ):
                 return events
         raise SystemExit(f"no running event log of {app} on the driver Pis {', '.join(self.lab.drivers)}")
+
+    def journal_batches(self, app: str, since: float, until: float) -> list[Batch]:
+        """The app's micro-batches with input that started in [since, until), from the progress
+        lines its driver logs (pikit_spark/progress.py): what an app without the event log tells."""
+        unit, _ = APPS[app]
+        journal = [
+            "journalctl",
+            "-u",
+            unit,
+            "-o",
+            "short-unix",
+            "--no-pager",
+            "-q",
+            "--since",
+            f"@{since:.0f}",
+        ]
+        lines: list[str] = []
+        for node in self.lab.drivers:
+            lines += subprocess.run(
+                ["podman", "exec", node, *journal],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.splitlines()
+        return progress_batches(lines, since, until)
 
     def state_rows(self, app: str) -> int:
         """The rows of the app's state at its last commit, read from its state topic."""
@@ -228,6 +259,30 @@ class Batch:
             "Spark jobs": self.jobs_s,
             "driver": max(d.get("addBatch", 0.0) - self.jobs_s, 0.0),
         }
+
+
+# A progress line (pikit_spark/progress.py) as journalctl -o short-unix prints it.
+_PROGRESS_LINE = re.compile(
+    r"^(?P<at>[\d.]+) .* query \S+ batch (?P<id>\d+): (?P<rows>\d+) rows in, "
+    r".*?(?P<ms>\d+) ms \((?P<parts>[^)]*)\)"
+)
+
+
+def progress_batches(lines: list[str], since: float, until: float) -> list[Batch]:
+    """The batches with input that started in [since, until), from journal lines (`-o short-unix`)
+    of the drivers' progress log: each line is logged as its batch ends."""
+    found = []
+    for line in lines:
+        matched = _PROGRESS_LINE.match(line)
+        if not matched or not int(matched["rows"]):
+            continue
+        wall = int(matched["ms"]) / 1000
+        started = float(matched["at"]) - wall
+        if since <= started < until:
+            parts = (part.rsplit(" ", 1) for part in matched["parts"].split(", ") if part)
+            durations = {name: int(ms) / 1000 for name, ms in parts}
+            found.append(Batch(int(matched["id"]), started, wall, int(matched["rows"]), durations=durations))
+    return sorted(found, key=lambda b: b.started)
 
 
 def executor_hosts(events: list[dict[str, Any]]) -> list[str]:
@@ -452,9 +507,12 @@ def phase(
         f"while sending, {cpu_share.said()}",
         flush=True,
     )
+    # Without the event log (a contender's spark_history_enabled false, as the role defaults) the
+    # batches come from the drivers' progress lines, and their Spark jobs are not known.
+    logged = contender.get("spark_history_enabled", True)
     for app in APPS:
-        events = apps.event_log(app)
-        found = batches(events, since, until)
+        events = apps.event_log(app) if logged else []
+        found = batches(events, since, until) if logged else apps.journal_batches(app, since, until)
         walls, jobs = [b.wall_s for b in found], [b.jobs for b in found]
         p50, p99 = quantiles(walls)
         latency = quantiles(end_to_window if app == "sensor_aggregates" else to_alert)
@@ -464,7 +522,7 @@ def phase(
             closing_p50, closing_p99 = quantiles(closing)
             latency_said += f"; closing record -> aggregate: {closing_p50:.1f} s / {closing_p99:.1f} s"
         rows_in = statistics.median(b.rows for b in found) if found else 0
-        if found:
+        if found and logged:
             split = [b.parts() for b in found]
             parts = {k: statistics.median(one[k] for one in split) for k in split[0]}
             print(
@@ -475,6 +533,8 @@ def phase(
             )
         jobs_said = (
             f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
+            if logged
+            else "no event log"
         )
         rss_said = (
             f"{statistics.median(rss[app]) if rss[app] else 0:,.0f} / {max(rss[app], default=0):,.0f} MiB"

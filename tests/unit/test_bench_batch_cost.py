@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.batch_cost import PROGRESS_EVENT, WINDOW_S, batches, closing_to_aggregate, executor_hosts
+from bench.batch_cost import (
+    PROGRESS_EVENT,
+    WINDOW_S,
+    batches,
+    closing_to_aggregate,
+    executor_hosts,
+    progress_batches,
+)
 
 
 def test_the_closing_record_is_the_first_sent_past_the_windows_end_and_the_slack() -> None:
@@ -73,3 +80,18 @@ def test_the_executors_hosts_are_those_alive_at_the_end_of_the_log() -> None:
     ]
     assert executor_hosts(events) == ["10.89.77.12", "10.89.77.13"]
     assert executor_hosts(events[:2]) == ["10.89.77.13", "10.89.77.13"]  # two on one Pi: both listed
+
+
+def test_batches_without_the_event_log_come_from_the_drivers_progress_lines() -> None:
+    prefix = "pi-2 spark-submit[5941]: 2026-12-04 16:08:51,430 INFO pikit: query anomaly_alerts"
+    lines = [
+        f"1000.5 {prefix} batch 50: 15 rows in, 11.7 rows/s, 1285 ms (addBatch 949, queryPlanning 254)",
+        f"1011.0 {prefix} batch 51: 0 rows in, 0.0 rows/s, 12 ms (latestOffset 12)",  # no input
+        f"1021.0 {prefix} batch 52: 14 rows in, 6.3 rows/s, 2208 ms (addBatch 1281, walCommit 22)",
+        "1022.0 pi-2 spark-submit[5941]: batch 52: committed 4 records of 2 partitions",
+        f"1031.0 {prefix} batch 53: 14 rows in, 6.3 rows/s, 1000 ms (addBatch 900)",  # starts at 1030
+    ]
+    found = progress_batches(lines, 999.0, 1030.0)
+    assert [(b.batch_id, b.rows, b.wall_s) for b in found] == [(50, 15, 1.285), (52, 14, 2.208)]
+    assert found[0].started == 1000.5 - 1.285
+    assert found[1].durations == {"addBatch": 1.281, "walCommit": 0.022}
