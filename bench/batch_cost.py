@@ -151,6 +151,13 @@ class Apps:
                 return events
         raise SystemExit(f"no running event log of {app} on the driver Pis {', '.join(self.lab.drivers)}")
 
+    def batches(self, app: str, since: float, until: float, logged: bool) -> list[Batch]:
+        """The app's micro-batches with input that started in [since, until), from its event log
+        (`logged`) or its driver's progress lines."""
+        if logged:
+            return batches(self.event_log(app), since, until)
+        return self.journal_batches(app, since, until)
+
     def journal_batches(self, app: str, since: float, until: float) -> list[Batch]:
         """The app's micro-batches with input that started in [since, until), from the progress
         lines its driver logs (pikit_spark/progress.py): what an app without the event log tells."""
@@ -442,15 +449,16 @@ def closing_to_aggregate(
     return found
 
 
-def wait_for_batches(apps: Apps, since: float, timeout: float = 600) -> None:
-    """Until every app has run a micro-batch with input since `since` (the apps restarted)."""
+def wait_for_batches(apps: Apps, since: float, logged: bool, timeout: float = 600) -> None:
+    """Until every app has run a micro-batch with input since `since` (the apps restarted), as its
+    event log tells, or without one (not `logged`) its driver's progress lines."""
     deadline = time.monotonic() + timeout
     why = ""
     while time.monotonic() < deadline:
         try:
-            if all(batches(apps.event_log(app), since, time.time() + 1) for app in APPS):
+            if all(apps.batches(app, since, time.time() + 1, logged) for app in APPS):
                 return
-            why = "no micro-batch with input in their event logs"
+            why = "no micro-batch with input in their " + ("event logs" if logged else "drivers' journals")
         except SystemExit as error:
             why = str(error)
         time.sleep(5)
@@ -471,7 +479,10 @@ def phase(
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
     apps.converge([PROBE, *(devices or [f"bench-{i}" for i in range(10)])], contender)
-    wait_for_batches(apps, restarted)
+    # Without the event log (a contender's spark_history_enabled false, as the role defaults) the
+    # batches come from the drivers' progress lines, and their Spark jobs are not known.
+    logged = contender.get("spark_history_enabled", True)
+    wait_for_batches(apps, restarted, logged)
     time.sleep(args.warmup)
     watch = Watch(apps.lab)
     watch.start()
@@ -507,9 +518,6 @@ def phase(
         f"while sending, {cpu_share.said()}",
         flush=True,
     )
-    # Without the event log (a contender's spark_history_enabled false, as the role defaults) the
-    # batches come from the drivers' progress lines, and their Spark jobs are not known.
-    logged = contender.get("spark_history_enabled", True)
     for app in APPS:
         events = apps.event_log(app) if logged else []
         found = batches(events, since, until) if logged else apps.journal_batches(app, since, until)

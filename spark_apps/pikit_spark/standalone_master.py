@@ -20,6 +20,17 @@ card or past its recovery's wait, kills its executors as their workers register,
 driver waits for a master that will never call it back. So the driver watches the live master's
 page: when the master answers and lists the application no more, three looks in a row, the driver
 exits (EXIT_FORGOTTEN), and systemd starts it again; it registers anew and resumes from Kafka.
+
+**Its executors, spread over the Pis.** The master places an application's executors once, on the
+workers alive at that moment, and never moves them. An app started while one worker was away (a
+Pi lost, rebooting, or restarted by a play) keeps its executors together on another Pi after that
+Pi is back: it has that Pi's cores only, and its partitions' tasks change Python workers from batch
+to batch, because Spark's shuffle prefers a host, not an executor (each change costs the task a
+fence and a state read, partition_sink.py). So between micro-batches the driver looks: when two of
+its executors share a host and an alive worker on a host with none of them has room for one, it
+kills one of the two and the master starts its replacement on the worker with the most free cores
+(spark.deploy.workerSelectionPolicy's default). A move that lands on the same host again is tried
+again later, each time after twice as long.
 """
 
 from __future__ import annotations
@@ -30,7 +41,8 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -59,6 +71,36 @@ def predecessors(master_state: dict[str, Any], name: str, mine: str) -> list[str
 def listed(master_state: dict[str, Any]) -> set[str]:
     """The ids of the master's applications."""
     return {app["id"] for app in master_state.get("activeapps", [])}
+
+
+# How often the driver looks at where its executors are, and how long it waits after a move
+# before the next (doubled after each move while they stay crowded, up to the cap).
+SPREAD_LOOK_S = 30.0
+SPREAD_BACKOFF_S = 120.0
+SPREAD_BACKOFF_CAP_S = 3600.0
+
+
+def crowded_executor(
+    executors: Mapping[str, str], master_state: dict[str, Any], cores: int, memory_mb: int
+) -> str | None:
+    """The executor (id -> host) to start again on another Pi: the newest of several on one host,
+    when an alive worker on a host with none of them has the cores and memory of one executor, and
+    at least as many free cores as the crowded host will have once it is gone (the master starts
+    the replacement on the worker with the most). None: nothing to move."""
+    on: dict[str, list[str]] = defaultdict(list)
+    for executor, host in executors.items():
+        on[host].append(executor)
+    alive = {w["host"]: w for w in master_state.get("workers", []) if w.get("state") == "ALIVE"}
+    for host, here in sorted(on.items(), key=lambda item: -len(item[1])):
+        if len(here) < 2:
+            break
+        freed = alive.get(host, {}).get("coresfree", 0) + cores
+        if any(
+            other not in on and w["coresfree"] >= max(cores, freed) and w["memoryfree"] >= memory_mb
+            for other, w in alive.items()
+        ):
+            return max(here, key=lambda executor: (len(executor), executor))
+    return None
 
 
 def master_pages(master_url: str, ui_port: int) -> list[str]:
@@ -156,6 +198,61 @@ def watch(
             return
 
 
+def spread(
+    executors: Callable[[], dict[str, str]],
+    pages: Iterable[str],
+    replace: Callable[[str], None],
+    cores: int,
+    memory_mb: int,
+    busy: Callable[[], bool] = lambda: False,
+    read: Callable[[str], dict[str, Any]] = _read,
+    look: float = SPREAD_LOOK_S,
+    backoff: float = SPREAD_BACKOFF_S,
+    stop: threading.Event | None = None,
+) -> None:
+    """Every `look` s, between micro-batches (not `busy()`), one crowded executor replaced
+    (crowded_executor, from the live master's page); after a move, the next look waits `backoff`
+    s, doubled while the executors stay crowded."""
+    stop = stop or threading.Event()
+    wait, after_move = look, backoff
+    while not stop.wait(wait):
+        wait = look
+        if busy():
+            wait = min(look, 5.0)
+            continue
+        states = []
+        for page in pages:
+            try:
+                states.append(read(page))
+            except (OSError, ValueError):
+                continue
+        alive = [state for state in states if state.get("status") == "ALIVE"]
+        placed = executors()
+        moving = crowded_executor(placed, alive[0], cores, memory_mb) if alive else None
+        if moving is None:
+            after_move = backoff
+            continue
+        LOG.warning(
+            "executor %s shares %s with another of this app's while a worker elsewhere has room: "
+            "it is replaced, the master starting its successor on that worker",
+            moving,
+            placed[moving],
+        )
+        replace(moving)
+        wait, after_move = after_move, min(after_move * 2, SPREAD_BACKOFF_CAP_S)
+
+
+def executor_hosts(spark: SparkSession) -> dict[str, str]:
+    """The app's live executors (id -> host), from the driver's own status store."""
+    listed = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    found = {}
+    for i in range(listed.size()):
+        executor = listed.apply(i)
+        if executor.id() != "driver":
+            found[str(executor.id())] = str(executor.hostPort()).rpartition(":")[0]
+    return found
+
+
 def _exit_forgotten() -> None:
     LOG.error("the master forgot this application: the driver exits, to register anew when it starts again")
     logging.shutdown()
@@ -183,4 +280,21 @@ def settle_with_master(spark: SparkSession, name: str) -> None:
     threading.Thread(target=evict_predecessors, name="pikit-evict-predecessors", daemon=True).start()
     threading.Thread(
         target=watch, args=(mine, pages, _exit_forgotten), name="pikit-master-watch", daemon=True
+    ).start()
+    jvm, conf = context._jvm, context.getConf()
+    assert jvm is not None
+    cores = int(conf.get("spark.executor.cores", "1"))
+    memory_mb = int(jvm.org.apache.spark.util.Utils.memoryStringToMb(conf.get("spark.executor.memory", "1g")))
+
+    def busy() -> bool:
+        return any(query.status["isTriggerActive"] for query in spark.streams.active)
+
+    def replace(executor: str) -> None:
+        context._jsc.sc().killAndReplaceExecutor(executor)
+
+    threading.Thread(
+        target=spread,
+        args=(lambda: executor_hosts(spark), pages, replace, cores, memory_mb, busy),
+        name="pikit-spread-executors",
+        daemon=True,
     ).start()

@@ -1,13 +1,15 @@
 """What a driver settles with the standalone master (pikit_spark/standalone_master.py): the
 applications its predecessors left there, unregistered (which ones, and when it stops looking),
-and its own registration watched (when a master has forgotten it, and when it only seems to)."""
+its own registration watched (when a master has forgotten it, and when it only seems to), and its
+executors spread over the Pis (which one moves, when none does, and how often it tries)."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
-from pikit_spark.standalone_master import evict, master_pages, predecessors, watch
+from pikit_spark.standalone_master import crowded_executor, evict, master_pages, predecessors, spread, watch
 
 
 def app(app_id: str, name: str) -> dict[str, str]:
@@ -117,3 +119,64 @@ def test_a_master_away_in_recovery_or_listing_it_again_says_nothing() -> None:
     away = OSError("connection refused")
     assert watched(alive(), alive(), away, alive(), recovering, alive("app-2"), alive(), alive()) == 0
     assert watched(*[away] * 10, recovering, recovering) == 0
+
+
+def worker(host: str, free: int, memory: int = 2048, state: str = "ALIVE") -> dict[str, Any]:
+    return {"host": host, "coresfree": free, "memoryfree": memory, "state": state}
+
+
+def test_the_newest_of_two_executors_on_one_host_moves_to_a_worker_with_room() -> None:
+    # pi-2 holds both of the app's executors and is full; pi-3 is back, with nothing of the app.
+    state = {"workers": [worker("pi-2", 0), worker("pi-3", 2), worker("pi-3", 3, state="DEAD")]}
+    assert crowded_executor({"9": "pi-2", "10": "pi-2"}, state, 1, 512) == "10"
+    # As many free cores there as pi-2 will have once one is gone: the master may choose either.
+    assert crowded_executor(
+        {"9": "pi-2", "10": "pi-2"}, {"workers": [worker("pi-2", 1), worker("pi-3", 2)]}, 1, 512
+    )
+
+
+def test_executors_stay_where_no_other_worker_has_room_for_one() -> None:
+    together = {"1": "pi-2", "2": "pi-2"}
+    assert crowded_executor({"1": "pi-2", "2": "pi-3"}, {"workers": [worker("pi-4", 3)]}, 1, 512) is None
+    assert crowded_executor(together, {"workers": [worker("pi-2", 0), worker("pi-3", 0)]}, 1, 512) is None
+    assert (
+        crowded_executor(together, {"workers": [worker("pi-2", 0), worker("pi-3", 2, memory=256)]}, 1, 512)
+        is None
+    )
+    assert (
+        crowded_executor(together, {"workers": [worker("pi-2", 0), worker("pi-3", 2, state="DEAD")]}, 1, 512)
+        is None
+    )
+    # Fewer free cores there than pi-2 will have: the master would start the replacement on pi-2.
+    assert crowded_executor(together, {"workers": [worker("pi-2", 2), worker("pi-3", 2)]}, 1, 512) is None
+
+
+def test_a_move_is_tried_between_batches_and_again_after_twice_as_long() -> None:
+    looks: list[str] = []
+    replaced: list[str] = []
+    stop = threading.Event()
+    state = {"status": "ALIVE", "workers": [worker("pi-2", 0), worker("pi-3", 2)]}
+    batches = iter([True, False, False, False])  # a batch runs at the first look
+
+    def busy() -> bool:
+        return next(batches, False)
+
+    def read(page: str) -> dict[str, Any]:
+        looks.append(page)
+        return state
+
+    def replace(executor: str) -> None:
+        replaced.append(executor)
+        if len(replaced) == 2:
+            stop.set()
+
+    waits: list[float] = []
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0.0)
+            return stop.is_set()
+
+    spread(lambda: {"1": "pi-2", "2": "pi-2"}, ["page"], replace, 1, 512, busy, read, 30.0, 120.0, Clock())
+    assert replaced == ["2", "2"]  # the replacement landed on pi-2 again: tried once more
+    assert waits == [30.0, 5.0, 120.0, 240.0]  # the look, a batch running, then after each move
