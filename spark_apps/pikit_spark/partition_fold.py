@@ -142,7 +142,9 @@ class IdlePartitions:
     and otherwise writes nothing and changes nothing. Such a partition's task is left out of the
     batch: no Python task to schedule, no state to hold or read on the worker it would land on.
     The driver's first batch runs every partition's task; what it learns holds while it leads the
-    app, because only its tasks commit (another driver's start fences them, and ends it)."""
+    app, because only its tasks commit (another driver's start fences them, and ends it). A batch
+    that fails, or is stopped (a new keyring), may have committed some partitions unseen: the
+    driver then forgets them all, and its next batch runs every task again."""
 
     def __init__(self) -> None:
         self._through: dict[int, float] = {}
@@ -166,6 +168,10 @@ class IdlePartitions:
                 self._through[f.partition] = f.idle_through
                 self._rows[f.partition] = f.state_rows
 
+    def forget(self) -> None:
+        self._through.clear()
+        self._rows.clear()
+
     def state_rows(self, partitions: Iterable[int]) -> int | None:
         """The partitions' state rows after their last commit; None while one is not known."""
         rows = [self._rows.get(k) for k in partitions]
@@ -178,33 +184,41 @@ def fold_batch(
     """The batch's verdicts (readings.parse's, with their `partition`) summarized, folded and
     committed partition by partition: one Spark job, or two when a device resent readings. With
     `idle`, the partitions it finds idle run no task, and have no Folded."""
-    partitions = len(batch.slices)
+    if idle is None:
+        return _fold_batch(verdicts, batch)
+    needed = replace(batch, slices={k: batch.slices[k] for k in idle.needed(batch)})
+    if not needed.slices:
+        return []
+    try:
+        folded = _fold_batch(verdicts, needed, partitions=len(batch.slices))
+    except BaseException:
+        idle.forget()
+        raise
+    idle.learn(folded)
+    return folded
+
+
+def _fold_batch(verdicts: DataFrame, batch: PartitionBatch, partitions: int | None = None) -> list[Folded]:
+    """fold_batch of `batch.slices` alone, of `partitions` readings partitions (all by default)."""
+    partitions = partitions or len(batch.slices)
     horizon_end = horizon_at(batch.processed_at, batch.timing)
-    if idle is not None:
-        batch = replace(batch, slices={k: batch.slices[k] for k in idle.needed(batch)})
-        if not batch.slices:
-            return []
     summary = summarize(route(verdicts, partitions), {}, horizon_end, batch.timing, by_partition=True)
     first = _fold(summary, batch, second=False)
     deferred = [f for f in first if f.again is not None]
     if not deferred:
-        folded = first
-    else:
-        marks = {device: mark for f in deferred for device, mark in (f.again or {}).items()}
-        parts = sorted(f.partition for f in deferred)
-        resent = route(verdicts.where(F.col("device").isin(sorted(marks))), partitions).dropDuplicates(
-            ["device", "seq"]
-        )
-        known = {device: mark for device, mark in marks.items() if mark is not None}
-        again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
-        others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
-        kept = summary.where(F.col("partition").isin(parts) & others)
-        redo = replace(batch, slices={k: batch.slices[k] for k in parts})
-        second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
-        folded = [f for f in first if f.again is None] + second
-    if idle is not None:
-        idle.learn(folded)
-    return folded
+        return first
+    marks = {device: mark for f in deferred for device, mark in (f.again or {}).items()}
+    parts = sorted(f.partition for f in deferred)
+    resent = route(verdicts.where(F.col("device").isin(sorted(marks))), partitions).dropDuplicates(
+        ["device", "seq"]
+    )
+    known = {device: mark for device, mark in marks.items() if mark is not None}
+    again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
+    others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
+    kept = summary.where(F.col("partition").isin(parts) & others)
+    redo = replace(batch, slices={k: batch.slices[k] for k in parts})
+    second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
+    return [f for f in first if f.again is None] + second
 
 
 def _fold(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Folded]:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any, cast
 
 import pytest
 from kafka import TopicPartition
 from pikit_spark.device_windows import ON_TIME, Timing, fold, horizon_at, idle_through
-from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer
+from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.state import Tables
-from pyspark.sql import Row
+from pyspark.sql import DataFrame, Row
 
 T0 = 1_790_000_040
 TIMING = Timing(window_s=60, slack_s=10, horizon_s=300)
@@ -101,3 +102,19 @@ def test_a_partition_committed_before_by_another_task_is_forgotten() -> None:
     idle.learn([Folded(1, None)])
     assert idle.state_rows([0, 1]) is None
     assert idle.needed(batch_of({0: (5, 5), 1: (7, 7)}, T0)) == [1]
+
+
+class FailingBatch:
+    """A batch's frame whose job fails (a stopped query, a task out of retries) as it is planned."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("the job failed")
+
+
+def test_a_batch_that_fails_makes_the_driver_forget_every_partition() -> None:
+    idle = IdlePartitions()
+    idle.learn([Folded(0, 3, idle_through=math.inf), Folded(1, 0, idle_through=math.inf)])
+    with pytest.raises(RuntimeError, match="the job failed"):
+        fold_batch(cast(DataFrame, FailingBatch()), batch_of({0: (5, 6), 1: (7, 7)}, T0), idle)
+    # Partition 1 may have committed before the failure: its task runs again.
+    assert idle.needed(batch_of({0: (6, 6), 1: (7, 7)}, T0)) == [0, 1]
