@@ -227,7 +227,11 @@ def spread(
             except (OSError, ValueError):
                 continue
         alive = [state for state in states if state.get("status") == "ALIVE"]
-        placed = executors()
+        try:
+            placed = executors()
+        except Exception as exc:  # the JVM busy or shutting down: a later look, not a dead thread
+            LOG.info("the app's executors not listed: %s", exc)
+            continue
         moving = crowded_executor(placed, alive[0], cores, memory_mb) if alive else None
         if moving is None:
             after_move = backoff

@@ -180,3 +180,20 @@ def test_a_move_is_tried_between_batches_and_again_after_twice_as_long() -> None
     spread(lambda: {"1": "pi-2", "2": "pi-2"}, ["page"], replace, 1, 512, busy, read, 30.0, 120.0, Clock())
     assert replaced == ["2", "2"]  # the replacement landed on pi-2 again: tried once more
     assert waits == [30.0, 5.0, 120.0, 240.0]  # the look, a batch running, then after each move
+
+
+def test_executors_that_cannot_be_listed_leave_the_look_for_later() -> None:
+    stop = threading.Event()
+    listed: list[int] = []
+    state = {"status": "ALIVE", "workers": [worker("pi-2", 0), worker("pi-3", 2)]}
+
+    def executors() -> dict[str, str]:
+        listed.append(1)
+        if len(listed) == 1:
+            raise RuntimeError("py4j: the gateway is busy")
+        stop.set()
+        return {"1": "pi-2", "2": "pi-2"}
+
+    replaced: list[str] = []
+    spread(executors, ["page"], replaced.append, 1, 512, read=lambda page: state, look=0.0, stop=stop)
+    assert len(listed) == 2 and replaced == ["2"]
