@@ -166,6 +166,21 @@ def evict(
         time.sleep(every)
 
 
+def alive_masters(
+    pages: Iterable[str], read: Callable[[str], dict[str, Any]] = _read
+) -> list[dict[str, Any]]:
+    """The pages of the masters that answer and are ALIVE (not away, recovering or standing by)."""
+    alive = []
+    for page in pages:
+        try:
+            state = read(page)
+        except (OSError, ValueError):
+            continue
+        if state.get("status") == "ALIVE":
+            alive.append(state)
+    return alive
+
+
 def watch(
     mine: str,
     pages: Iterable[str],
@@ -180,14 +195,7 @@ def watch(
     stop = stop or threading.Event()
     misses = 0
     while not stop.wait(every):
-        alive = []
-        for page in pages:
-            try:
-                state = read(page)
-            except (OSError, ValueError):
-                continue
-            if state.get("status") == "ALIVE":
-                alive.append(state)
+        alive = alive_masters(pages, read)
         if not alive or any(mine in listed(state) for state in alive):
             misses = 0
             continue
@@ -220,18 +228,13 @@ def spread(
         if busy():
             wait = min(look, 5.0)
             continue
-        states = []
-        for page in pages:
-            try:
-                states.append(read(page))
-            except (OSError, ValueError):
-                continue
-        alive = [state for state in states if state.get("status") == "ALIVE"]
         try:
             placed = executors()
         except Exception as exc:  # the JVM busy or shutting down: a later look, not a dead thread
             LOG.info("the app's executors not listed: %s", exc)
             continue
+        # The master's page is read only when two executors share a host.
+        alive = alive_masters(pages, read) if len(set(placed.values())) < len(placed) else []
         moving = crowded_executor(placed, alive[0], cores, memory_mb) if alive else None
         if moving is None:
             after_move = backoff
