@@ -24,6 +24,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +98,11 @@ PI_SETTLE_S = 60.0
 # min ISR 2), one broker's disk filled to its guard (the topics' bounds leave it room), the Spark
 # master gone (a running app needs it for nothing but new executors).
 RIDDEN_THROUGH = (BROKER_FROZEN, DISK_FILLED, MASTER_KILLED, MASTER_DOWN)
+# Faults the agents must keep delivering through, each acknowledgement within AGENT_WAIT_S of the one
+# before: one broker hung or full leaves every partition two replicas of its three (RF 3, min ISR
+# 2), and the Spark master is not on the readings' path.
+AGENTS_RIDE_THROUGH = RIDDEN_THROUGH
+AGENT_WAIT_S = FAST_S
 # In every schedule, however short: where issue 31's hang lived.
 ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
 # The outage of issue 31: every broker killed -9 while a batch's commit is in flight.
@@ -209,8 +215,10 @@ def _draw(kind: str, rng: random.Random, site: SiteNodes, longest: float) -> Fau
     if kind == BROKERS_KILLED:
         brokers = tuple(sorted(rng.sample(site.brokers, rng.randint(1, len(site.brokers)))))
         return Fault(kind, brokers, round(rng.uniform(5, longest)), quiet)
-    if kind == BROKER_FROZEN:
-        return Fault(kind, (rng.choice(site.brokers),), round(rng.uniform(30, 90)), quiet)
+    if kind == BROKER_FROZEN:  # 30 s at least: past the controller's fencing of the broker
+        return Fault(
+            kind, (rng.choice(site.brokers),), round(rng.uniform(30, max(30.0, min(90.0, longest)))), quiet
+        )
     # The node of the first app's active driver, found when the fault lands: it moves on a takeover.
     if kind == DRIVER_CUT:
         return Fault(kind, site.apps[:1], round(rng.uniform(20, 90)), quiet)
@@ -259,6 +267,9 @@ class Recovery:
     # For a fault the apps must ride through (a frozen broker): each app's longest time
     # without a committed micro-batch while it lasted.
     pauses: dict[str, float] = field(default_factory=dict)
+    # For a fault the agents must deliver through: each agent's longest time without an
+    # acknowledged send, from before the fault until its first acknowledgement after it.
+    agent_waits: dict[str, float] = field(default_factory=dict)
 
 
 def sh(node: str, script: str, check: bool = True) -> str:
@@ -354,6 +365,64 @@ def wait(what: str, check: Callable[[], bool], bound: float, every: float = 1.0)
     raise TimeoutError(f"{what}: not within {bound:.0f}s")
 
 
+def agent_metric(address: str, name: str) -> float:
+    """One unlabelled sample of an agent's metrics page (edge_agent/metrics.py)."""
+    with urllib.request.urlopen(f"http://{address}:9108/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return float(next(x.split()[1] for x in text.splitlines() if x.startswith(f"{name} ")))
+
+
+class AckWatch:
+    """Each agent's acknowledged sends (`edge_agent_last_success_timestamp_seconds`), looked up
+    every `every` seconds by a thread of its own while a fault lasts and the site recovers. An agent
+    acknowledges a round every second or two while it delivers; the spool depth alone cannot tell
+    a slow agent from a stuck one that had little to send."""
+
+    def __init__(self, addresses: dict[str, str], every: float = 1.0) -> None:
+        self.addresses = addresses  # agent -> where its metrics page listens
+        self.every = every
+        self.acks: dict[str, set[float]] = {edge: set() for edge in addresses}
+        self.last_look = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ack-watch", daemon=True)
+
+    def __enter__(self) -> AckWatch:
+        self._look()  # the acknowledgement before the fault
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._look()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self._look()
+
+    def _look(self) -> None:
+        for edge, address in self.addresses.items():
+            with contextlib.suppress(Exception):  # a page that does not answer tells nothing new
+                self.acks[edge].add(agent_metric(address, "edge_agent_last_success_timestamp_seconds"))
+        self.last_look = time.time()
+
+    def longest_waits(self, start: float, end: float) -> dict[str, float]:
+        """Each agent's longest time without an acknowledged send, from its last one before `start`
+        to its first one after `end` (or the last look, if none came)."""
+        waits = {}
+        for edge, acks in self.acks.items():
+            seen = sorted(acks)
+            before = [a for a in seen if a <= start]
+            after = [a for a in seen if a >= end]
+            moments = [
+                before[-1] if before else start,
+                *(a for a in seen if start < a < end),
+                after[0] if after else self.last_look,
+            ]
+            waits[edge] = max(b - a for a, b in itertools.pairwise(moments))
+        return waits
+
+
 class Nemesis:
     def __init__(
         self,
@@ -378,17 +447,20 @@ class Nemesis:
         done = []
         for number, fault in enumerate(faults, 1):
             time.sleep(fault.quiet)
-            started = time.time()
-            self.inflict(fault)
-            ended = time.time()
-            took = self.recovered(number, started, ended) - ended
+            watched = fault.kind in AGENTS_RIDE_THROUGH
+            with self.ack_watch() if watched else contextlib.nullcontext() as acks:
+                started = time.time()
+                self.inflict(fault)
+                ended = time.time()
+                took = self.recovered(number, started, ended) - ended
+            agent_waits = acks.longest_waits(started, ended) if acks is not None else {}
             if fault.kind == PI_LOST:
                 # Two recoveries, each within the bound: the loss's, then the replacement's, which
                 # ends the fault.
                 self.log(f"[nemesis] {number}: flowing {took:.0f}s after {fault.targets[0]} was lost")
                 ended, took = self.replaced(number, fault.targets[0], ended, took)
             pauses = self.longest_pause(started, ended) if fault.kind in RIDDEN_THROUGH else {}
-            done.append(Recovery(fault, ended, took, pauses))
+            done.append(Recovery(fault, ended, took, pauses, agent_waits))
             if took > self.slow:
                 self.keep_journals(number, started, ended + took)
             recovered = (
@@ -399,6 +471,11 @@ class Nemesis:
             self.log(
                 f"[nemesis] {number}/{len(faults)} {fault}: lasted {ended - started:.0f}s, {recovered}"
                 + (f"; longest pause meanwhile {_seconds(pauses)}" if pauses else "")
+                + (
+                    f"; the agents' longest wait for an acknowledgement {_seconds(agent_waits)}"
+                    if agent_waits
+                    else ""
+                )
             )
         return done
 
@@ -564,10 +641,11 @@ class Nemesis:
         return pauses
 
     def spool_depth(self, edge: str) -> float:
-        address = self.site.addresses.get(edge, edge)
-        with urllib.request.urlopen(f"http://{address}:9108/metrics", timeout=5) as response:
-            text = response.read().decode()
-        return float(next(x.split()[1] for x in text.splitlines() if x.startswith("edge_agent_spool_depth ")))
+        return agent_metric(self.site.addresses.get(edge, edge), "edge_agent_spool_depth")
+
+    def ack_watch(self) -> AckWatch:
+        """A watch on every agent's acknowledgements (AckWatch), to use as a context manager."""
+        return AckWatch({edge: self.site.addresses.get(edge, edge) for edge in self.site.edges})
 
     def wait_recovered(self, since: float) -> float:
         """When the whole site flowed again after `since`: the latest of each query's first
@@ -614,6 +692,16 @@ def past_bounds(recoveries: list[Recovery]) -> list[str]:
     ]
 
 
+def agents_past_bound(recoveries: list[Recovery]) -> list[str]:
+    """Each fault the agents deliver through during which one waited longer than AGENT_WAIT_S for
+    an acknowledgement, named with the agents' waits."""
+    return [
+        f"{r.fault}: {_seconds(r.agent_waits)}, bound {AGENT_WAIT_S:.0f}s"
+        for r in recoveries
+        if max(r.agent_waits.values(), default=0.0) > AGENT_WAIT_S
+    ]
+
+
 def scoreboard(recoveries: list[Recovery]) -> str:
     """One line per kind of fault: how many, recovery p50 and max, and the kind's bound."""
     by_kind: dict[str, list[float]] = {}
@@ -625,6 +713,12 @@ def scoreboard(recoveries: list[Recovery]) -> str:
         rows.append(
             f"{kind:<28} {len(seconds):>6} {statistics.median(seconds):>5.0f}s {max(seconds):>5.0f}s "
             f"{RECOVERY_BOUNDS[kind]:>5.0f}s{'  PAST' if max(seconds) > RECOVERY_BOUNDS[kind] else ''}"
+        )
+    waits = [wait for r in recoveries for wait in r.agent_waits.values()]
+    if waits:
+        rows.append(
+            f"{'an agent waiting for an ack':<28} {len(waits):>6} {statistics.median(waits):>5.0f}s "
+            f"{max(waits):>5.0f}s {AGENT_WAIT_S:>5.0f}s{'  PAST' if max(waits) > AGENT_WAIT_S else ''}"
         )
     return "\n".join(rows)
 
@@ -664,7 +758,7 @@ def main(argv: list[str] | None = None) -> None:
     recoveries = Nemesis(site, args.bound, log=lambda line: print(line, flush=True)).run(faults)
     print(f"[nemesis] seed {args.seed}: {summary(recoveries)}")
     print(scoreboard(recoveries))
-    past = past_bounds(recoveries)
+    past = past_bounds(recoveries) + agents_past_bound(recoveries)
     if past:
         sys.exit(f"[nemesis] recoveries past their kind's bound: {past}")
 

@@ -28,6 +28,7 @@ from pikit_contract.topics import read_to_end
 from pikit_dev import lab
 from pikit_spark.batches import CommittedBatch
 from pikit_testkit.nemesis import (
+    AGENT_WAIT_S,
     ALWAYS,
     BROKER_FROZEN,
     BROKERS_KILLED,
@@ -39,6 +40,7 @@ from pikit_testkit.nemesis import (
     PI_LOST,
     Fault,
     PiLifecycle,
+    agents_past_bound,
     chosen_kinds,
     netns,
     past_bounds,
@@ -604,6 +606,11 @@ def run_nemesis(
     print(scoreboard(recoveries))
     past = past_bounds(recoveries)
     assert not past, f"[{scenario}] seed {seed}: recoveries past their kind's bound: {past}"
+    # One broker hung or full, or the master gone: every agent keeps delivering.
+    waited = agents_past_bound(recoveries)
+    assert not waited, (
+        f"[{scenario}] seed {seed}: agents waited past the bound for an acknowledgement: {waited}"
+    )
     # A frozen broker (RF 3, min ISR 2), a full disk and the master gone are ridden through: the
     # queries keep committing.
     paused = [f"{r.fault}: {r.pauses}" for r in recoveries if max(r.pauses.values(), default=0) > RECOVERY_S]
@@ -618,19 +625,21 @@ def run_nemesis(
 # good behind a producer that never mended its leaders: edge_agent/kafka_link.py,
 # ACK_STUCK_SECONDS), a broker's disk filled to its guard (ridden through), and the Spark master
 # stopped and started again (ridden through: the apps go on without it, and it takes them back
-# from its recovery directory; a master that forgot them once stranded them for 6 minutes).
+# from its recovery directory; a master that forgot them once stranded them for 6 minutes), and one
+# broker frozen (SIGSTOP, a gray failure: ridden through by the apps, and by the agents, each of
+# which must have a send acknowledged at least every AGENT_WAIT_S).
 # Seed 1640 draws: the driver killed in its sink before the commit; one broker killed -9 for 20 s;
-# a disk filled for 40 s; the master down for 18 s. An executor killed and the master killed -9
-# are left to the long schedule, which make test-ops draws anew each run.
+# a disk filled for 40 s; the master down for 18 s; a broker frozen for 41 s. An executor killed
+# and the master killed -9 are left to the long schedule, which make test-ops draws anew each run.
 SHORT_SEED = 1640
 # The Pi lost for good has its own scenario in make test, before this one.
 SHORT_KINDS = tuple(kind for kind in KINDS if kind not in (COMMIT_HELD, PI_LOST))
-SHORT_ALWAYS = (COMMIT_KILLED, BROKERS_KILLED, MASTER_DOWN, DISK_FILLED)
+SHORT_ALWAYS = (COMMIT_KILLED, BROKERS_KILLED, MASTER_DOWN, DISK_FILLED, BROKER_FROZEN)
 
 
 def test_a_short_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) -> None:
-    """Four faults of a seeded schedule, the driver killed inside its sink's commit and the master
-    down among them. Every recovery ends within its kind's bound: one past it fails the test,
+    """Five faults of a seeded schedule, the driver killed inside its sink's commit, the master
+    down and a broker frozen among them. Every recovery ends within its kind's bound: one past it fails the test,
     naming it, and the scoreboard of each kind's recoveries is printed."""
     count = int(os.environ.get("PIKIT_NEMESIS_FAULTS", str(len(SHORT_ALWAYS))))
     run_nemesis(site, count, 45, "n", SHORT_SEED, SHORT_KINDS, SHORT_ALWAYS)
@@ -654,14 +663,18 @@ def test_one_broker_frozen_90_s_both_apps_keep_committing(site: Site) -> None:
     no pause longer than RECOVERY_S; every window and alert exact after."""
     nemesis_ = nemesis(site)
     frozen = Fault(BROKER_FROZEN, (BROKERS[0],), 90, 0)
-    started = time.time()
-    nemesis_.inflict(frozen)
-    ended = time.time()
+    with nemesis_.ack_watch() as acks:
+        started = time.time()
+        nemesis_.inflict(frozen)
+        ended = time.time()
+        healed = nemesis_.wait_recovered(ended)
     pauses = nemesis_.longest_pause(started, ended)
+    waits = acks.longest_waits(started, ended)
     print(f"\n[k] {frozen}: the longest pause without a committed micro-batch meanwhile {pauses}")
-    assert max(pauses.values()) <= RECOVERY_S, f"an app paused while one broker hung: {pauses}"
-    healed = nemesis_.wait_recovered(ended)
+    print(f"[k] each agent's longest wait for an acknowledgement meanwhile {waits}")
     print(f"[k] every query committed and every agent drained {healed - ended:.0f}s after the thaw")
+    assert max(pauses.values()) <= RECOVERY_S, f"an app paused while one broker hung: {pauses}"
+    assert max(waits.values()) <= AGENT_WAIT_S, f"an agent stopped delivering while one broker hung: {waits}"
     wait_for("readings taken after the thaw", lambda: after(site, ended), 300)
     judge(site, "k: one broker frozen 90 s")
 

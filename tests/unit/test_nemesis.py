@@ -111,6 +111,29 @@ def test_a_recovery_past_its_kinds_bound_is_named_and_the_scoreboard_marks_its_k
     assert board[2].split() == ["device-cut", "2", "36s", "61s", "60s", "PAST"]
 
 
+def test_an_agents_longest_wait_spans_the_fault_from_the_ack_before_to_the_first_after() -> None:
+    watch = nemesis.AckWatch({"edge-1": "10.0.0.21", "edge-2": "10.0.0.22", "edge-3": "10.0.0.23"})
+    watch.acks = {
+        "edge-1": {95.0, 101.0, 102.0, 140.0, 141.0, 161.0, 162.0},  # one gap of 38 s in the fault
+        "edge-2": {99.0, 175.0},  # nothing from before the fault until 15 s after its end
+        "edge-3": {99.0},  # none after it: the wait runs to the last look
+    }
+    watch.last_look = 190.0
+    assert watch.longest_waits(100.0, 160.0) == {"edge-1": 38.0, "edge-2": 76.0, "edge-3": 91.0}
+
+
+def test_an_agent_past_its_wait_is_named_and_on_the_scoreboard() -> None:
+    frozen = Fault("broker-frozen", ("pi-1",), 60, 5)
+    recoveries = [
+        Recovery(frozen, 0, 8, {}, {"edge-1": 12, "edge-2": 61}),
+        Recovery(frozen, 0, 8, {}, {"edge-1": 3}),
+    ]
+    assert nemesis.agents_past_bound(recoveries) == [
+        "broker-frozen pi-1 for 60s: edge-1 12s, edge-2 61s, bound 60s"
+    ]
+    assert nemesis.scoreboard(recoveries).splitlines()[-1].split()[-5:] == ["3", "12s", "61s", "60s", "PAST"]
+
+
 def test_a_disk_is_filled_to_its_guard_and_emptied_again(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
