@@ -639,8 +639,8 @@ SHORT_ALWAYS = (COMMIT_KILLED, BROKERS_KILLED, MASTER_DOWN, DISK_FILLED, BROKER_
 
 def test_a_short_seeded_nemesis_heals_each_fault_within_its_bound(site: Site) -> None:
     """Five faults of a seeded schedule, the driver killed inside its sink's commit, the master
-    down and a broker frozen among them. Every recovery ends within its kind's bound: one past it fails the test,
-    naming it, and the scoreboard of each kind's recoveries is printed."""
+    down and a broker frozen among them. Every recovery ends within its kind's bound: one past it
+    fails the test, naming it, and the scoreboard of each kind's recoveries is printed."""
     count = int(os.environ.get("PIKIT_NEMESIS_FAULTS", str(len(SHORT_ALWAYS))))
     run_nemesis(site, count, 45, "n", SHORT_SEED, SHORT_KINDS, SHORT_ALWAYS)
 
