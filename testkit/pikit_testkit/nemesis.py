@@ -98,10 +98,8 @@ PI_SETTLE_S = 60.0
 # min ISR 2), one broker's disk filled to its guard (the topics' bounds leave it room), the Spark
 # master gone (a running app needs it for nothing but new executors).
 RIDDEN_THROUGH = (BROKER_FROZEN, DISK_FILLED, MASTER_KILLED, MASTER_DOWN)
-# Faults the agents must keep delivering through, each acknowledgement within AGENT_WAIT_S of the one
-# before: one broker hung or full leaves every partition two replicas of its three (RF 3, min ISR
-# 2), and the Spark master is not on the readings' path.
-AGENTS_RIDE_THROUGH = RIDDEN_THROUGH
+# Each agent must have a send acknowledged at least every AGENT_WAIT_S through every fault but those
+# that leave a partition fewer than two live replicas (RF 3, min ISR 2: see agents_delivering).
 AGENT_WAIT_S = FAST_S
 # In every schedule, however short: where issue 31's hang lived.
 ALWAYS = (COMMIT_HELD, COMMIT_KILLED)
@@ -350,6 +348,12 @@ def apps_journal(site: SiteNodes, since: float, until: float | None = None) -> s
     return "".join(journals)
 
 
+def progress_times(journal: str, app: str) -> list[float]:
+    """The times of the app's progress lines in a journal printed `-o short-unix`."""
+    marker = f" query {app} batch "
+    return [float(line.split(" ", 1)[0]) for line in journal.splitlines() if marker in line]
+
+
 def unit_of(app: str) -> str:
     return "spark-app-" + app.replace("_", "-")
 
@@ -368,8 +372,15 @@ def wait(what: str, check: Callable[[], bool], bound: float, every: float = 1.0)
 def agent_metric(address: str, name: str) -> float:
     """One unlabelled sample of an agent's metrics page (edge_agent/metrics.py)."""
     with urllib.request.urlopen(f"http://{address}:9108/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return float(next(x.split()[1] for x in text.splitlines() if x.startswith(f"{name} ")))
+        return sample(response.read().decode(), name)
+
+
+def sample(page: str, name: str) -> float:
+    """The value of the unlabelled metric `name` on a Prometheus text page; KeyError if absent."""
+    for line in page.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise KeyError(f"no sample of {name} on the page")
 
 
 class AckWatch:
@@ -447,8 +458,8 @@ class Nemesis:
         done = []
         for number, fault in enumerate(faults, 1):
             time.sleep(fault.quiet)
-            watched = fault.kind in AGENTS_RIDE_THROUGH
-            with self.ack_watch() if watched else contextlib.nullcontext() as acks:
+            watched = agents_delivering(fault, self.site.edges)
+            with self.ack_watch(watched) if watched else contextlib.nullcontext() as acks:
                 started = time.time()
                 self.inflict(fault)
                 ended = time.time()
@@ -633,19 +644,39 @@ class Nemesis:
         return next(iter(self.commits_since(app, moment)), None)
 
     def longest_pause(self, start: float, end: float) -> dict[str, float]:
-        """Each app's longest time without a committed micro-batch between `start` and `end`."""
+        """Each app's longest time without a committed micro-batch between `start` and `end`. A
+        driver that starts again empties its checkpoint (pikit_spark/app.py: Spark's checkpoint is
+        scratch), and with it the commits before; its journal's progress lines still tell them."""
         pauses = {}
         for app in self.site.apps:
-            moments = [start, *(t for t in self.commits_since(app, start) if t < end), end]
+            committed = {*self.commits_since(app, start), *self.progress_since(app, start)}
+            moments = [start, *sorted(t for t in committed if t < end), end]
             pauses[app] = max(b - a for a, b in itertools.pairwise(moments))
         return pauses
+
+    def progress_since(self, app: str, moment: float) -> list[float]:
+        """When the app's driver logged a micro-batch's progress after `moment`, on whichever driver
+        Pi held it (pikit_spark/progress.py: Spark reports a batch's progress once it is committed,
+        and the line is logged for each batch that read something)."""
+        found: list[float] = []
+        for node in self.site.driver_nodes():
+            with contextlib.suppress(Exception):
+                journal = sh(
+                    node,
+                    f"journalctl -u {unit_of(app)} --since @{moment:.0f} -o short-unix --no-pager",
+                    check=False,
+                )
+                found += progress_times(journal, app)
+        return sorted(t for t in found if t > moment)
 
     def spool_depth(self, edge: str) -> float:
         return agent_metric(self.site.addresses.get(edge, edge), "edge_agent_spool_depth")
 
-    def ack_watch(self) -> AckWatch:
-        """A watch on every agent's acknowledgements (AckWatch), to use as a context manager."""
-        return AckWatch({edge: self.site.addresses.get(edge, edge) for edge in self.site.edges})
+    def ack_watch(self, edges: Sequence[str] | None = None) -> AckWatch:
+        """A watch on these agents' acknowledgements (AckWatch; default: every agent), to use as a
+        context manager."""
+        chosen = self.site.edges if edges is None else edges
+        return AckWatch({edge: self.site.addresses.get(edge, edge) for edge in chosen})
 
     def wait_recovered(self, since: float) -> float:
         """When the whole site flowed again after `since`: the latest of each query's first
@@ -690,6 +721,20 @@ def past_bounds(recoveries: list[Recovery]) -> list[str]:
         for r in recoveries
         if r.seconds > RECOVERY_BOUNDS[r.fault.kind]
     ]
+
+
+def agents_delivering(fault: Fault, edges: Sequence[str]) -> tuple[str, ...]:
+    """The agents that must keep delivering through `fault`, each send acknowledged within
+    AGENT_WAIT_S of the one before. None while two brokers or more are down: a partition with one
+    live replica refuses writes (min ISR 2), by design. Not the agent a fault cuts off or kills:
+    its spool holds its readings, and the fault's recovery waits for it to drain. Every other
+    agent through every other fault: one broker killed, hung, full or lost leaves each partition
+    two live replicas of three, and Spark's side is not on the readings' path."""
+    if fault.kind == COMMIT_HELD or (fault.kind == BROKERS_KILLED and len(fault.targets) > 1):
+        return ()
+    if fault.kind in (DEVICE_CUT, AGENT_KILLED):
+        return tuple(edge for edge in edges if edge not in fault.targets)
+    return tuple(edges)
 
 
 def agents_past_bound(recoveries: list[Recovery]) -> list[str]:

@@ -32,6 +32,7 @@ from pikit_testkit.nemesis import (
     Nemesis,
     PiLifecycle,
     SiteNodes,
+    sample,
 )
 from pikit_testkit.pipeline_model import (
     Outcome,
@@ -211,11 +212,21 @@ def sh(node: str, script: str, check: bool = True) -> str:
 
 
 def agent_metric(node: str, name: str) -> float:
+    """One sample of a device's agent's metrics page, read from inside the device: the page answers
+    there while the device is cut off from the network (nemesis.agent_metric reads it from here)."""
     # The lab's agents listen on their own address (inventory/lab/hosts.yml), where Prometheus scrapes.
     address = f"{SUBNET_TO}2{node.rsplit('-', 1)[1]}"
-    fetch = f"import urllib.request; print(urllib.request.urlopen('http://{address}:9108/metrics').read().decode())"
-    out = sh(node, f'python3 -c "{fetch}"')
-    return float(next(line.split()[1] for line in out.splitlines() if line.startswith(f"{name} ")))
+    url = f"http://{address}:9108/metrics"
+    fetch = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())"
+    proc = subprocess.run(
+        ["podman", "exec", node, "python3", "-c", fetch],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{node}: {url}: {proc.stderr}"
+    return sample(proc.stdout, name)
 
 
 def restarts(node: str, unit: str) -> int:

@@ -263,3 +263,49 @@ def test_a_pi_lost_recovers_twice_and_its_worst_pause_counts(monkeypatch: pytest
     assert done == ["lost pi-4", "new pi-4"]
     assert recovery.seconds == 84.0, "the longest pause since the loss, past the takeover's 55 s"
     assert any("pi-4 replaced" in line and "sensor_aggregates 84s" in line for line in lines)
+
+
+def test_a_metrics_page_gives_its_unlabelled_sample_and_names_one_it_lacks() -> None:
+    page = (
+        "# TYPE edge_agent_spool_depth gauge\n"
+        "edge_agent_spool_depth_bytes 4096\n"
+        "edge_agent_spool_depth 17\n"
+        'edge_agent_info{release="0.1.1"} 1\n'
+    )
+    assert nemesis.sample(page, "edge_agent_spool_depth") == 17.0, (
+        "not the _bytes series that shares its prefix"
+    )
+    with pytest.raises(KeyError, match="edge_agent_last_success_timestamp_seconds"):
+        nemesis.sample(page, "edge_agent_last_success_timestamp_seconds")
+
+
+def test_a_pause_counts_the_commits_a_restarted_driver_emptied_from_its_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A driver that starts again empties its scratch checkpoint: the commits before its restart
+    are gone from it, and only its journal's progress lines tell them. Both count."""
+    journal = (
+        "1000.5 pi-3 spark-submit[1]: INFO pikit: query anomaly_alerts batch 7: 14 rows in, 8.0 rows/s\n"
+        "1001.0 pi-3 spark-submit[1]: INFO pikit.sink: batch 8: committed 0 to sensor-alerts\n"
+        "1002.0 pi-3 spark-submit[2]: INFO pikit: query sensor_aggregates batch 9: 14 rows in\n"
+        "1060.25 pi-3 spark-submit[1]: INFO pikit: query anomaly_alerts batch 8: 15 rows in, 9.0 rows/s\n"
+        "1061.0 pi-3 spark-submit[1]: INFO pikit: query anomaly_alerts started (id 1)\n"
+    )
+    assert nemesis.progress_times(journal, "anomaly_alerts") == [1000.5, 1060.25]
+    chaos = nemesis.Nemesis(SITE)
+    checkpoint = {"sensor_aggregates": [1010.0, 1100.0], "anomaly_alerts": [1100.0]}  # after the restart
+    journals = {"sensor_aggregates": [1010.0, 1040.0], "anomaly_alerts": [1030.0, 1060.0]}  # before it too
+    monkeypatch.setattr(chaos, "commits_since", lambda app, moment: checkpoint[app])
+    monkeypatch.setattr(chaos, "progress_since", lambda app, moment: journals[app])
+    assert chaos.longest_pause(1000.0, 1120.0) == {"sensor_aggregates": 60.0, "anomaly_alerts": 40.0}
+
+
+def test_the_agents_deliver_through_every_fault_but_two_brokers_down_save_the_one_cut_or_killed() -> None:
+    edges = SITE.edges
+    assert nemesis.agents_delivering(Fault(BROKERS_KILLED, ("pi-2",), 30, 5), edges) == edges
+    assert nemesis.agents_delivering(Fault(BROKERS_KILLED, ("pi-1", "pi-2"), 30, 5), edges) == ()
+    assert nemesis.agents_delivering(Fault(COMMIT_HELD, ("sensor_aggregates",), 90, 5), edges) == ()
+    assert nemesis.agents_delivering(Fault(nemesis.DEVICE_CUT, ("edge-2",), 60, 5), edges) == ("edge-1",)
+    assert nemesis.agents_delivering(Fault(nemesis.AGENT_KILLED, ("edge-1",), 0, 5), edges) == ("edge-2",)
+    for kind in (nemesis.BROKER_FROZEN, DISK_FILLED, MASTER_DOWN, nemesis.DRIVER_CUT, nemesis.PI_LOST):
+        assert nemesis.agents_delivering(Fault(kind, ("pi-3",), 30, 5), edges) == edges, kind
