@@ -333,14 +333,17 @@ def journal_digest(text: str, limit: int = 25, width: int = 240) -> list[str]:
     return [line[:width] for line in list(last.values())[-limit:]]
 
 
-def apps_journal(site: SiteNodes, since: float, until: float | None = None) -> str:
-    """The streaming apps' journals on every driver Pi from `since` (to `until`), epoch seconds."""
+def apps_journal(
+    site: SiteNodes, since: float, until: float | None = None, output: str = "short-precise"
+) -> str:
+    """The streaming apps' journals on every driver Pi from `since` (to `until`), epoch seconds,
+    printed as journalctl's `output` says."""
     units = " ".join(f"-u {unit_of(app)}" for app in site.apps)
     window = f"--since @{since:.0f}" + (f" --until @{until:.0f}" if until is not None else "")
     journals, errors = [], []
     for node in site.driver_nodes():
         try:
-            journals.append(sh(node, f"journalctl {units} {window} -o short-precise --no-pager", check=False))
+            journals.append(sh(node, f"journalctl {units} {window} -o {output} --no-pager", check=False))
         except Exception as exc:  # a node cut off or down: the others' journals still tell
             errors.append(exc)
     if errors and not journals:
@@ -647,27 +650,18 @@ class Nemesis:
         """Each app's longest time without a committed micro-batch between `start` and `end`. A
         driver that starts again empties its checkpoint (pikit_spark/app.py: Spark's checkpoint is
         scratch), and with it the commits before; its journal's progress lines still tell them."""
+        # Spark reports a batch's progress once it is committed, and pikit_spark/progress.py logs
+        # it for each batch that read something. A journal that cannot be read tells nothing.
+        journal = ""
+        with contextlib.suppress(Exception):
+            journal = apps_journal(self.site, start, output="short-unix")
         pauses = {}
         for app in self.site.apps:
-            committed = {*self.commits_since(app, start), *self.progress_since(app, start)}
+            logged = (t for t in progress_times(journal, app) if t > start)
+            committed = {*self.commits_since(app, start), *logged}
             moments = [start, *sorted(t for t in committed if t < end), end]
             pauses[app] = max(b - a for a, b in itertools.pairwise(moments))
         return pauses
-
-    def progress_since(self, app: str, moment: float) -> list[float]:
-        """When the app's driver logged a micro-batch's progress after `moment`, on whichever driver
-        Pi held it (pikit_spark/progress.py: Spark reports a batch's progress once it is committed,
-        and the line is logged for each batch that read something)."""
-        found: list[float] = []
-        for node in self.site.driver_nodes():
-            with contextlib.suppress(Exception):
-                journal = sh(
-                    node,
-                    f"journalctl -u {unit_of(app)} --since @{moment:.0f} -o short-unix --no-pager",
-                    check=False,
-                )
-                found += progress_times(journal, app)
-        return sorted(t for t in found if t > moment)
 
     def spool_depth(self, edge: str) -> float:
         return agent_metric(self.site.addresses.get(edge, edge), "edge_agent_spool_depth")

@@ -203,9 +203,13 @@ def done_alone_if_last(name: str | None = None) -> None:
 # --- the lab's nodes ---------------------------------------------------------------------
 
 
-def sh(node: str, script: str, check: bool = True) -> str:
+def sh(node: str, script: str, check: bool = True, timeout: float | None = None) -> str:
     proc = subprocess.run(
-        ["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=False
+        ["podman", "exec", node, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
     )
     assert not check or proc.returncode == 0, f"{node}: {script}: {proc.stderr}"
     return proc.stdout
@@ -218,15 +222,7 @@ def agent_metric(node: str, name: str) -> float:
     address = f"{SUBNET_TO}2{node.rsplit('-', 1)[1]}"
     url = f"http://{address}:9108/metrics"
     fetch = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())"
-    proc = subprocess.run(
-        ["podman", "exec", node, "python3", "-c", fetch],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert proc.returncode == 0, f"{node}: {url}: {proc.stderr}"
-    return sample(proc.stdout, name)
+    return sample(sh(node, f'python3 -c "{fetch}"', timeout=30), name)
 
 
 def restarts(node: str, unit: str) -> int:

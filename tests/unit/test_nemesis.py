@@ -294,9 +294,14 @@ def test_a_pause_counts_the_commits_a_restarted_driver_emptied_from_its_checkpoi
     assert nemesis.progress_times(journal, "anomaly_alerts") == [1000.5, 1060.25]
     chaos = nemesis.Nemesis(SITE)
     checkpoint = {"sensor_aggregates": [1010.0, 1100.0], "anomaly_alerts": [1100.0]}  # after the restart
-    journals = {"sensor_aggregates": [1010.0, 1040.0], "anomaly_alerts": [1030.0, 1060.0]}  # before it too
+    logged = {"sensor_aggregates": [1010.0, 1040.0], "anomaly_alerts": [1030.0, 1060.0]}  # before it too
+    lines = sorted(
+        f"{t} pi-3 spark-submit[1]: INFO pikit: query {app} batch 1: 1 rows in"
+        for app in logged
+        for t in logged[app]
+    )
     monkeypatch.setattr(chaos, "commits_since", lambda app, moment: checkpoint[app])
-    monkeypatch.setattr(chaos, "progress_since", lambda app, moment: journals[app])
+    monkeypatch.setattr(nemesis, "apps_journal", lambda site, since, output: "\n".join(lines))
     assert chaos.longest_pause(1000.0, 1120.0) == {"sensor_aggregates": 60.0, "anomaly_alerts": 40.0}
 
 
