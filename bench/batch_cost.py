@@ -19,13 +19,18 @@ no event log, which costs the driver part of each batch (bench/README.md, "What 
 costs"): its batches come from the drivers' progress lines in the journal, and their Spark jobs
 and where their time went are not known.
 
-Per app it reports, from the app's own event log on the lab's shared volume:
+Per app it reports, from the app's own event log on its driver's Pi:
 - each micro-batch's wall time (Spark's `triggerExecution`: median, p99) and input rows;
 - the Spark jobs each batch ran (jobs submitted between the batch's start and its end), and where
   its time went (medians, printed per phase): Spark's planning, its offset and commit logs, its
   jobs, and the driver's own work around them;
 - the driver's RSS (the JVM and its Python, every process of the app's unit), sampled every 5 s;
-- the rows of the app's state (its newest version on the shared volume);
+- the rows of the app's state at its last commit (its state topic);
+- for sensor_aggregates, which folds on its executors: how many partitions' folds moved to
+  another worker (its driver's journal: that worker's state caught up with the other's commits),
+  and the CPU seconds of its busiest executor (the JVM and its Python workers, read from /proc on
+  the workers) per batch and per 100,000 rows in. `--aggregates-cores 1,2` runs each contender
+  with one executor and with two: what a second Pi's executor divides;
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
 but the probe), and out-of-bounds reading -> its alert arrived (the probe's). For the synthetic
 devices also closing record -> aggregate: from the device's first record past the window's end
@@ -161,6 +166,10 @@ class Apps:
     def journal_batches(self, app: str, since: float, until: float) -> list[Batch]:
         """The app's micro-batches with input that started in [since, until), from the progress
         lines its driver logs (pikit_spark/progress.py): what an app without the event log tells."""
+        return progress_batches(self.journal(app, since), since, until)
+
+    def journal(self, app: str, since: float) -> list[str]:
+        """The app's journal lines since `since` on every driver Pi (`-o short-unix`)."""
         unit, _ = APPS[app]
         journal = [
             "journalctl",
@@ -181,7 +190,7 @@ class Apps:
                 text=True,
                 check=True,
             ).stdout.splitlines()
-        return progress_batches(lines, since, until)
+        return lines
 
     def state_rows(self, app: str) -> int:
         """The rows of the app's state at its last commit, read from its state topic."""
@@ -290,6 +299,86 @@ def progress_batches(lines: list[str], since: float, until: float) -> list[Batch
             durations = {name: int(ms) / 1000 for name, ms in parts}
             found.append(Batch(int(matched["id"]), started, wall, int(matched["rows"]), durations=durations))
     return sorted(found, key=lambda b: b.started)
+
+
+# sensor_aggregates' line for a batch whose task found its partition's state behind: another
+# worker's task had folded that partition since (sensor_aggregates.py, `said`).
+_CAUGHT_UP = re.compile(
+    r"^(?P<at>[\d.]+) .* batch \d+: committed .*the state of \[(?P<parts>[\d, ]+)\] caught up"
+)
+_COMMITTED = re.compile(r"^(?P<at>[\d.]+) .* batch \d+: committed \d+ records of [1-9]")
+
+
+def caught_up(lines: list[str], since: float, until: float) -> tuple[int, int]:
+    """(partitions caught up, batches that committed something) in [since, until): how often a
+    partition's fold moved to another worker, whose state then read what the other had written."""
+    moved = sum(
+        len(m["parts"].split(","))
+        for m in map(_CAUGHT_UP.match, lines)
+        if m is not None and since <= float(m["at"]) < until
+    )
+    folds = sum(1 for m in map(_COMMITTED.match, lines) if m is not None and since <= float(m["at"]) < until)
+    return moved, folds
+
+
+# Run on a Spark worker: the CPU seconds of each of an application's executors, one line each. An
+# executor is a JVM whose command line names the application (CoarseGrainedExecutorBackend's
+# --app-id); it counts with every process under it: the PySpark daemon and its Python workers, live
+# or reaped.
+_EXECUTOR_CPU = r"""
+import os, sys
+app, tick = sys.argv[1], os.sysconf("SC_CLK_TCK")
+stats = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    stats[int(pid)] = (int(fields[1]), sum(map(int, fields[11:15])))
+children = {}
+for pid, (parent, _) in stats.items():
+    children.setdefault(parent, []).append(pid)
+for pid in stats:
+    try:
+        command = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if not command[0].endswith(b"java") or app.encode() not in command:
+        continue
+    total, todo = 0, [pid]
+    while todo:
+        one = todo.pop()
+        total += stats[one][1]
+        todo += children.get(one, [])
+    print(pid, total / tick)
+"""
+
+
+def executor_cpu(lab: lab_.Lab, app_id: str) -> dict[str, float]:
+    """The CPU seconds each executor of the application has used so far, by "node/pid"."""
+    spent = {}
+    for node in lab.groups["spark_worker"]:
+        out = subprocess.run(
+            ["podman", "exec", node, "python3", "-c", _EXECUTOR_CPU, app_id],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for line in out.splitlines():
+            pid, seconds = line.split()
+            spent[f"{node}/{pid}"] = float(seconds)
+    return spent
+
+
+def application_id(events: list[dict[str, Any]]) -> str:
+    """The application's id (app-...), as its event log starts."""
+    return str(next(e["App ID"] for e in events if e.get("Event") == "SparkListenerApplicationStart"))
+
+
+def busiest_executor(before: dict[str, float], after: dict[str, float]) -> float:
+    """The CPU seconds of the executor that spent most between the two readings; an executor that
+    ended or began meanwhile counts what it spent while both saw it, or since it began."""
+    return max((after[k] - before.get(k, 0.0) for k in after), default=0.0)
 
 
 def executor_hosts(events: list[dict[str, Any]]) -> list[str]:
@@ -465,6 +554,14 @@ def wait_for_batches(apps: Apps, since: float, logged: bool, timeout: float = 60
     raise SystemExit(f"the apps' restart was not followed within {timeout:.0f} s by a micro-batch: {why}")
 
 
+def aggregates_cores(cores: int) -> dict[str, Any]:
+    """The variables that give sensor_aggregates `cores` cores: the role's spark_apps with that
+    app's total_cores changed (the inventory does not set spark_apps)."""
+    spark_apps = yaml.safe_load((REPO / "roles/spark/defaults/main.yml").read_text())["spark_apps"]
+    spark_apps["sensor_aggregates"]["total_cores"] = cores
+    return {"spark_apps": spark_apps}
+
+
 def quantiles(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return (values[0], values[0]) if values else (float("nan"), float("nan"))
@@ -497,9 +594,13 @@ def phase(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    # The aggregating app's executors: what each spent while the phase sent.
+    aggregating = application_id(apps.event_log("sensor_aggregates")) if logged else None
+    spent_before = executor_cpu(apps.lab, aggregating) if aggregating else {}
     since, cpu = time.time(), CpuMeter()
     sent = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
     until, cpu_share = time.time(), cpu.share()
+    spent_after = executor_cpu(apps.lab, aggregating) if aggregating else {}
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
     watch.stop.set()
@@ -539,6 +640,18 @@ def phase(
                 + f"; its executors on {', '.join(executor_hosts(events)) or 'none'}",
                 flush=True,
             )
+        if app == "sensor_aggregates":
+            moved, folds = caught_up(apps.journal(app, since), since, until)
+            said = f"  {app}: {moved} partitions' folds moved to another worker in {folds} batches"
+            if spent_after and found:
+                busiest = busiest_executor(spent_before, spent_after)
+                rows = sum(b.rows for b in found)
+                said += (
+                    f"; {len(spent_after)} executors, the busiest {busiest:.1f} CPU s in all, "
+                    f"{busiest / len(found):.2f} s per batch, "
+                    f"{busiest / rows * 100_000:.2f} s per 100,000 rows in"
+                )
+            print(said, flush=True)
         jobs_said = (
             f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
             if logged
@@ -578,6 +691,12 @@ def main() -> None:
         help="a contender whose apps' JVMs run with these options (spark_app_java_options)",
     )
     parser.add_argument(
+        "--aggregates-cores",
+        default="",
+        help="comma-separated executor cores for sensor_aggregates (one executor a core): each "
+        "contender runs once with each, e.g. 1,2 for what a second executor divides",
+    )
+    parser.add_argument(
         "--vars",
         action="append",
         type=named,
@@ -592,6 +711,15 @@ def main() -> None:
     contenders: list[tuple[str, dict[str, Any]]] = [
         (name, {"spark_app_java_options": options}) for name, options in args.java_options
     ] + [(name, json.loads(variables)) for name, variables in args.vars]
+    if args.aggregates_cores:
+        contenders = [
+            (
+                f"{name}, {cores} cores" if name else f"{cores} cores",
+                {**contender, **aggregates_cores(int(cores))},
+            )
+            for name, contender in contenders or [("", {})]
+            for cores in args.aggregates_cores.split(",")
+        ]
     apps = Apps.find()
     rows = []
     try:

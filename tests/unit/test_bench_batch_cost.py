@@ -8,7 +8,10 @@ from typing import Any
 from bench.batch_cost import (
     PROGRESS_EVENT,
     WINDOW_S,
+    aggregates_cores,
     batches,
+    busiest_executor,
+    caught_up,
     closing_to_aggregate,
     executor_hosts,
     progress_batches,
@@ -95,3 +98,30 @@ def test_batches_without_the_event_log_come_from_the_drivers_progress_lines() ->
     assert [(b.batch_id, b.rows, b.wall_s) for b in found] == [(50, 15, 1.285), (52, 14, 2.208)]
     assert found[0].started == 1000.5 - 1.285
     assert found[1].durations == {"addBatch": 1.281, "walCommit": 0.022}
+
+
+def test_a_partition_caught_up_is_counted_once_per_batch_that_names_it() -> None:
+    prefix = "pi-3 spark-submit[5216]: 2026-12-05 01:49:56,952 INFO pikit:"
+    lines = [
+        f"1000.0 {prefix} batch 14: committed 9168 records of 6 partitions on pi-2, pi-3: 0 windows "
+        "closed; the state of [5] caught up with another worker's commits; slowest partition 5",
+        f"1010.0 {prefix} batch 15: committed 9912 records of 6 partitions on pi-2, pi-3: 0 windows "
+        "closed; the state of [1, 5] caught up with another worker's commits",
+        f"1020.0 {prefix} batch 16: committed 14003 records of 6 partitions on pi-2, pi-3: 1997 windows",
+        f"1030.0 {prefix} batch 17: committed 0 records of 0 partitions on no executor: 0 windows",
+        f"1040.0 {prefix} batch 18: committed 10 records of 6 partitions on pi-2: the state of [2] caught up",
+    ]
+    assert caught_up(lines, 999.0, 1035.0) == (3, 3)
+
+
+def test_a_cores_contender_changes_sensor_aggregates_cores_alone() -> None:
+    apps = aggregates_cores(1)["spark_apps"]
+    assert apps["sensor_aggregates"]["total_cores"] == 1
+    assert apps["anomaly_alerts"]["total_cores"] == 1
+    assert apps["sensor_aggregates"]["options"]["readings_topic"] == "{{ pikit_readings_topic }}"
+
+
+def test_the_busiest_executor_is_the_one_that_spent_most_between_two_readings() -> None:
+    before = {"pi-2/10": 100.0, "pi-3/20": 50.0}
+    after = {"pi-2/10": 104.0, "pi-3/20": 56.5, "pi-3/30": 2.0}  # 30 began meanwhile
+    assert busiest_executor(before, after) == 6.5
