@@ -97,7 +97,8 @@ def failure_digest(lines: list[str], limit: int = 40) -> list[str]:
 # `make test-ops` so that `make test` stays within CI's hour on 2 cores.
 OPS_SCENARIOS = {
     ("kafka", "default"): "combined mode: the end-to-end lab converges it, kills its brokers, "
-    "and checks idempotence; here it also rotates the CA under producers (PIKIT_TEST_OPS)",
+    "and checks idempotence; here it also restarts the nodes one at a time for a config change "
+    "under producers (PIKIT_TEST_OPS)",
     ("spark", "default"): "Spark from the binary tarball; the end-to-end lab runs the wheel "
     "that the demo and site.yml use, and kills its driver",
     ("kafka", "dedicated"): "dedicated controllers, and the broker faults: a broker killed -9 under a "
@@ -298,8 +299,8 @@ def ops_phases() -> list[Item]:
     than two cores carry within the suite's bounds (docs/testing.md)."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
-    # kafka/default alone runs the verifier's ops tests (a config-change rolling restart, the CA
-    # rotated): kafka/dedicated, which shares the verifier, would only repeat them on five nodes.
+    # kafka/default alone runs the verifier's ops test (a config-change rolling restart):
+    # kafka/dedicated, which shares the verifier, would only repeat it on five nodes.
     # The scenarios' nodes weigh a quarter of the end-to-end lab's (tests/molecule/create.yml): the
     # long nemesis asserts each fault's recovery time beside them.
     light = {"PIKIT_LAB_CPU_SHARES": "256"}

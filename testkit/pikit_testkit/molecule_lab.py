@@ -26,7 +26,7 @@ from testinfra.utils.ansible_runner import AnsibleRunner
 
 from pikit import REPO
 
-# A verifier's test of a day-2 procedure (a CA rotation, a release rolled out) that takes minutes
+# A verifier's test of a day-2 procedure (a rolling restart, a release rolled out) that takes minutes
 # of converges: `make test-ops` sets PIKIT_TEST_OPS=1 for the scenarios that carry one.
 ops_only = pytest.mark.skipif(os.environ.get("PIKIT_TEST_OPS") != "1", reason="a make test-ops scenario")
 

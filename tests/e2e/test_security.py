@@ -11,6 +11,7 @@ import itertools
 import json
 import re
 import socket
+import ssl
 import statistics
 import subprocess
 import time
@@ -19,12 +20,17 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 from pikit_contract import signing
 from pikit_contract.readings import Reading, decode_batch, encode_batch
 from pikit_dev import lab_image
+from pikit_testkit.molecule_lab import AckedProducer, assert_every_ack_once_in_order, consume_all, producing
 from pikit_testkit.pipeline_model import (
     compare_late,
     split_records,
@@ -427,18 +433,40 @@ def test_every_certificate_renewed_while_the_agents_produce(site: Site) -> None:
 
 
 @pytest.mark.ops
-def test_the_ca_rotated_while_the_agents_produce(site: Site) -> None:
+def test_the_ca_rotated_while_the_agents_produce(site: Site, tmp_path: Path) -> None:
     """stage, promote, retire (playbooks/ca-rotate.yml, each with site.yml's health-gated
-    restarts) while both agents produce: no TLS client refused at any step, every window exact."""
+    restarts) while both agents produce, and beside them a client that keeps the files it loaded
+    before each step (the trust bundle, its certificate), as a client outside the kit does: no TLS
+    client refused at any step, no handshake failed on any broker, nothing that client had
+    acknowledged lost; then every broker serves the new CA's certificate and trusts it alone, a
+    certificate of the retired CA is refused, and every window is exact."""
     pki = site.state / "pki"
     old_ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()).subject
+    retired_identity = tmp_path / "admin-by-the-old-ca.pem"
+    retired_identity.write_bytes((pki / "clients/admin.pem").read_bytes())
+    topic = "e2e-ca-rotation"
+    admin = KafkaAdminClient(**site.client())
+    try:
+        admin.create_topics([NewTopic(topic, 3, 3)])
+    finally:
+        admin.close()
     started = int(time.time())
+    acked: list[tuple[bytes, bytes]] = []
+    sent = 0
     for step in ("stage", "promote", "retire"):
         begun = time.time()
-        site.playbook("ca-rotate.yml", f"ca-rotate-{step}.log", "-e", f"pki_rotate_step={step}")
+        sender = AckedProducer(files_of_the_moment(site, tmp_path / step), first=sent)
+        with producing(sender, topic):
+            site.playbook("ca-rotate.yml", f"ca-rotate-{step}.log", "-e", f"pki_rotate_step={step}")
         trusted = (pki / "trust.crt").read_bytes().count(b"BEGIN CERTIFICATE")
-        print(f"\n[g] {step}: {time.time() - begun:.0f}s, {trusted} CA(s) trusted")
+        print(
+            f"\n[g] {step}: {time.time() - begun:.0f}s, {trusted} CA(s) trusted; a client of the files "
+            f"before it sent {sender.sent - sent}, {len(sender.acked)} acknowledged, {sender.failed} failed"
+        )
         assert trusted == (1 if step == "retire" else 2)
+        assert sender.failed == 0, f"{step}: a client of the files before it was refused"
+        acked += sender.acked
+        sent = sender.sent
         back = time.time()
         wait_for(f"both devices' readings after {step}", functools.partial(after, site, back), 240)
     new_ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()).subject
@@ -446,10 +474,65 @@ def test_the_ca_rotated_while_the_agents_produce(site: Site) -> None:
     issued = [*pki.glob("issued/*.crt"), *pki.glob("clients/*.crt")]
     by_old = [p.name for p in issued if x509.load_pem_x509_certificate(p.read_bytes()).issuer != new_ca]
     assert not by_old, f"still signed by the old CA: {by_old}"
-    for device in EDGES:
-        assert sh(device, "cat /etc/edge-agent/tls/ca.crt").encode() == (pki / "trust.crt").read_bytes()
+    trust = (pki / "trust.crt").read_bytes()
+    for node in [*EDGES, *BROKERS]:
+        held = "/etc/edge-agent/tls/ca.crt" if node in EDGES else "/etc/kafka/tls/ca.crt"
+        assert sh(node, f"cat {held}").encode() == trust, f"{node} trusts the new CA alone"
     assert not tls_refusals(started)
+    assert not broker_handshake_failures(started)
+    assert served_issuers(pki) == {broker: new_ca for broker in BROKERS}, "every broker restarted on it"
+    for host in BROKER_HOSTS:  # each broker refuses a client holding the retired CA's certificate
+        with pytest.raises(KafkaError):
+            KafkaAdminClient(
+                **{
+                    **site.client(),
+                    "bootstrap_servers": [f"{SUBNET_TO}{host}:9092"],
+                    "ssl_certfile": str(retired_identity),
+                },
+                request_timeout_ms=10000,
+                bootstrap_timeout_ms=10000,
+            ).close()
+    assert_every_ack_once_in_order(acked, consume_all(topic, site.client()))
     judge(site, "g: the CA rotated while the agents produce")
+
+
+def files_of_the_moment(site: Site, into: Path) -> dict[str, Any]:
+    """The admin client's options with copies of its trust bundle and certificate as they are now:
+    a client that loaded them and never reads them again."""
+    into.mkdir()
+    options = site.client()
+    for option in ("ssl_cafile", "ssl_certfile"):
+        copy = into / Path(options[option]).name
+        copy.write_bytes(Path(options[option]).read_bytes())
+        options[option] = str(copy)
+    return options
+
+
+def broker_handshake_failures(since: int) -> list[str]:
+    """TLS handshakes the brokers failed since `since` (Unix seconds), from their journals."""
+    found = []
+    for broker in BROKERS:
+        log = sh(broker, f"journalctl -u kafka --since @{since} --no-pager", check=False)
+        found += [f"{broker}: {line}" for line in log.splitlines() if "SSL handshake failed" in line]
+    print(f"[tls] {len(found)} handshakes failed on the brokers since {since}")
+    return found
+
+
+def served_issuers(pki: Path) -> dict[str, x509.Name]:
+    """The issuer of the certificate each broker's client listener serves."""
+    context = ssl.create_default_context(cafile=str(pki / "trust.crt"))
+    context.check_hostname = False  # the issuer is what is asked here, not the name
+    context.load_cert_chain(str(pki / "clients/admin.pem"))
+    found = {}
+    for broker, host in zip(BROKERS, BROKER_HOSTS, strict=True):
+        with (
+            socket.create_connection((f"{SUBNET_TO}{host}", 9092), timeout=10) as raw,
+            context.wrap_socket(raw) as tls,
+        ):
+            served = tls.getpeercert(binary_form=True)
+            assert served is not None
+            found[broker] = x509.load_der_x509_certificate(served).issuer
+    return found
 
 
 _REFUSED = re.compile(

@@ -19,7 +19,6 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import KafkaException as ConfluentKafkaException
 from confluent_kafka.admin import AdminClient
-from cryptography import x509
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAuthorizationFailedError
@@ -28,7 +27,6 @@ from pikit_testkit.certs import certificate, new_key, pem
 from pikit_testkit.molecule_lab import (
     AckedProducer,
     assert_every_ack_once_in_order,
-    journal,
     playbook,
     podman,
     producing,
@@ -36,7 +34,6 @@ from pikit_testkit.molecule_lab import (
 )
 from pikit_testkit.polling import wait_for
 
-from pikit import REPO
 from pikit.tlsscan import scan
 
 NODES = [
@@ -307,9 +304,9 @@ def _leader_of_partition_0(topic: str) -> str:
 faults = pytest.mark.skipif(
     os.environ.get("KAFKA_TEST_FAULTS") != "1", reason="broker faults run in the dedicated scenario"
 )
-# Tests of several converges under a producer (the CA rotation, the config-change restart): make
-# test-ops runs them on combined mode (molecule_lab.ops_only); its e2e suite's CA rotation judges
-# the whole pipeline through the same steps.
+# A test of several converges under a producer (the config-change restart): make test-ops runs it
+# on combined mode (molecule_lab.ops_only). The CA rotation is the e2e suite's (test_security.py),
+# which also keeps a client of each step's files producing through it and judges the whole pipeline.
 ops = molecule_lab.ops_only
 
 
@@ -552,75 +549,3 @@ def test_a_small_data_disk_sizes_the_topics_and_drops_the_oldest_segments_first(
     finally:
         podman("exec", SMALL_DISK, "rm", "-f", ballast)
     assert not wait_healthy(timeout=60)["disk_warnings"]
-
-
-def _rotate(step: str) -> subprocess.CompletedProcess[str]:
-    """The controller-side step of playbooks/ca-rotate.yml, as a user runs it; the scenario's
-    converge then plays the part of site.yml."""
-    return playbook(REPO / "playbooks/ca-rotate-step.yml", {"pki_rotate_step": step})
-
-
-def _ca_subject(path: Path) -> str:
-    return x509.load_pem_x509_certificate(path.read_bytes()).subject.rfc4514_string()
-
-
-def _tls_refusals(since: float) -> list[str]:
-    """TLS handshakes the brokers and controllers failed since `since` (Unix seconds)."""
-    found = []
-    for name, _, _ in NODES:
-        found += [
-            f"{name}: {line}"
-            for line in journal(name, "kafka", since).splitlines()
-            if "SSL handshake failed" in line
-        ]
-    return found
-
-
-# Last in the module: every test after it would find the new CA.
-@ops
-@pytest.mark.timeout(1800)
-def test_the_ca_rotated_under_producers_losing_nothing_and_refusing_no_handshake(tmp_path: Path) -> None:
-    """stage, promote, retire, each step's converge under a producer that loaded the files of
-    its moment (the trust bundle, its certificate): no handshake fails anywhere, nothing
-    acknowledged is lost, and at the end only the new CA signs and is trusted."""
-    topic = "verify-rotation"
-    new_topic(topic)
-    old_ca = _ca_subject(PKI / "ca.crt")
-    retired_identity = tmp_path / "admin-by-the-old-ca.pem"
-    retired_identity.write_bytes((PKI / "clients/admin.pem").read_bytes())
-    started = time.time()
-    acked: list[tuple[bytes, bytes]] = []
-    sent = 0
-    for step in ("stage", "promote", "retire"):
-        rotated = _rotate(step)
-        assert rotated.returncode == 0, rotated.stdout[-4000:]
-        sender = AckedProducer(ssl_options(ca=PKI / "trust.crt"), first=sent)
-        begun = time.time()
-        with producing(sender, topic):
-            run = converge({})
-        assert run.returncode == 0, run.stdout[-4000:]
-        restarted = sorted(host for host, _ in restarts(run))
-        trusted = (PKI / "trust.crt").read_bytes().count(b"BEGIN CERTIFICATE")
-        print(
-            f"\nrotation {step}: {time.time() - begun:.0f}s, restarted {restarted}, {trusted} CA(s) trusted;"
-            f" sent {sender.sent - sent}, acknowledged {len(sender.acked)}, failed {sender.failed}"
-        )
-        assert restarted == sorted(name for name, _, _ in NODES), f"{step}: every node takes the change"
-        assert trusted == (1 if step == "retire" else 2)
-        assert sender.failed == 0
-        acked += sender.acked
-        sent = sender.sent
-    assert not _tls_refusals(started)
-    new_ca = _ca_subject(PKI / "ca.crt")
-    assert new_ca != old_ca
-    issued = [*PKI.glob("issued/*.crt"), *PKI.glob("clients/*.crt")]
-    assert issued and all(
-        x509.load_pem_x509_certificate(p.read_bytes()).issuer.rfc4514_string() == new_ca for p in issued
-    )
-    for name, _, _ in NODES:
-        trust = podman("exec", name, "cat", "/etc/kafka/tls/ca.crt").encode()
-        assert trust == (PKI / "trust.crt").read_bytes(), f"{name} trusts the new CA alone"
-    with pytest.raises(KafkaError):  # a client holding the retired CA's certificate is refused
-        options = {**ssl_options(), "ssl_certfile": str(retired_identity)}
-        KafkaAdminClient(**options, request_timeout_ms=10000, bootstrap_timeout_ms=10000).close()
-    assert_every_ack_once_in_order(acked, consume_all(topic))
