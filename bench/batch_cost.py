@@ -376,8 +376,8 @@ def application_id(events: list[dict[str, Any]]) -> str:
 
 
 def busiest_executor(before: dict[str, float], after: dict[str, float]) -> float:
-    """The CPU seconds of the executor that spent most between the two readings; an executor that
-    ended or began meanwhile counts what it spent while both saw it, or since it began."""
+    """The CPU seconds of the executor that spent most between the two readings: one that began
+    meanwhile counts all it spent; one that ended meanwhile is not seen, and does not count."""
     return max((after[k] - before.get(k, 0.0) for k in after), default=0.0)
 
 
