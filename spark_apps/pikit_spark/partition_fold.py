@@ -15,17 +15,27 @@ A device's resends are told by its state: a seq at or below its high-water mark,
 had closed, or a seq twice in the batch (`seqs.repeating`). The task that finds one writes
 nothing and returns those devices' marks; the driver summarizes their readings again, once per
 seq and with the marks, and a second job folds those partitions. Both
-are rare: a resend follows an agent's crash."""
+are rare: a resend follows an agent's crash.
+
+A task folds its partition only when it was given all of the partition's rows. Spark ends a
+Python task's input early when the rows fail on the JVM's side (a shuffle fetch from an executor
+that died) or the executor dies while it sends them, and PySpark takes the closed stream for the
+end of the data: the task would fold part of its slice, or none of it, and commit the slice's end.
+So every row carries its partition's count of rows, a second read gives each of its partitions a
+row of kind END as well, and a task whose rows fall short fails before it writes
+(`IncompleteInputError`): Spark retries it."""
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from kafka import KafkaConsumer
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pikit_spark.batches import CommittedBatch
@@ -39,6 +49,11 @@ from pikit_spark.state import Tables
 Outputs = Callable[[Advance], Mapping[str, Iterable[Change]]]
 # A device's high-water mark and the window end through which it is closed, as summarize takes them.
 Mark = tuple[int, int]
+# The column of a fold's input that gives every row its partition's count of rows.
+TOLD = "rows_of_partition"
+# The kind of a second read's row that only says its partition is there (device_windows' kinds
+# are the others).
+END = "end"
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,10 @@ class Folded:
     def seconds(self) -> float:
         """The task's commit in all."""
         return sum(seconds for _, seconds in self.steps)
+
+
+class IncompleteInputError(RuntimeError):
+    """A task was given fewer of its partition's rows than Spark made: its input ended early."""
 
 
 class SecondRead(FoldDeferred):
@@ -217,8 +236,20 @@ def _fold_batch(verdicts: DataFrame, batch: PartitionBatch, partitions: int | No
     others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
     kept = summary.where(F.col("partition").isin(parts) & others)
     redo = replace(batch, slices={k: batch.slices[k] for k in parts})
-    second = _fold(route(kept.unionByName(again), partitions), redo, second=True)
+    # Every resent device's readings may be copies, and its partition hold no other device: the
+    # END row keeps such a partition's input from being empty, which a task takes as cut short.
+    rows = kept.unionByName(again).unionByName(_ends(kept, parts))
+    second = _fold(route(rows, partitions), redo, second=True)
     return [f for f in first if f.again is None] + second
+
+
+def _ends(summary: DataFrame, partitions: list[int]) -> DataFrame:
+    """A row of kind END for each of the partitions, in the summary's columns (null but these)."""
+    ends = summary.sparkSession.createDataFrame([(k,) for k in partitions], "partition int")
+    said = {"kind": F.lit(END), "partition": F.col("partition")}
+    return ends.select(
+        *(said.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in summary.schema.fields)
+    )
 
 
 def _fold(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Folded]:
@@ -228,13 +259,49 @@ def _fold(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Fo
     def task(k: int, rows: Iterable[Row]) -> Iterator[Folded]:
         yield fold_partition(batch, k, list(rows), second=second)
 
-    tasks = summary.rdd.mapPartitionsWithIndex(task)
+    # The route holds one readings partition per Spark partition, where the rows already are: the
+    # count needs no shuffle.
+    tasks = summary.withColumn(TOLD, _rows_of_partition()).rdd.mapPartitionsWithIndex(task)
     return summary.sparkSession.sparkContext.runJob(tasks, lambda folded: folded, sorted(batch.slices))
+
+
+@functools.cache
+def _rows_of_partition() -> Column:
+    # Built once: each PySpark function is a round trip to the driver's JVM.
+    return F.count(F.lit(1)).over(Window.partitionBy("route"))
+
+
+def complete(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool) -> list[Row]:
+    """Partition k's rows, when they are all that Spark made of them (each row says how many, and
+    a second read's input holds an END row), without the END row; else IncompleteInputError. A first
+    read's partition that read records and was given no row is cut short too, unless Kafka no
+    longer holds those records (deleted by retention: Spark reported the loss as it read)."""
+    told = {row[TOLD] for row in rows}
+    if rows and told == {len(rows)}:
+        return [row for row in rows if row["kind"] != END]
+    part = batch.slices[k]
+    if not rows and not second and (part.start == part.end or _gone(batch.writer, part)):
+        return []
+    raise IncompleteInputError(
+        f"the task of readings partition {k} was given {len(rows)} of its {sorted(told) or '?'} rows: "
+        "Spark ended its input early (a fetch failed, or its executor died); nothing is written, and "
+        "Spark runs the task again"
+    )
+
+
+def _gone(writer: Writer, part: Slice) -> bool:
+    """Whether Kafka deleted every record of the slice."""
+    consumer = KafkaConsumer(**{**writer.client, "request_timeout_ms": 30_000})
+    try:
+        return bool(consumer.beginning_offsets([part.readings])[part.readings] >= part.end)
+    finally:
+        consumer.close()
 
 
 def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool = False) -> Folded:
     """Readings partition k's summary rows folded into its state and committed (in the task that
     holds them). On a `second` read its resent devices come summarized once per seq."""
+    rows = complete(batch, k, rows, second=second)
     strays = {row["partition"] for row in rows} - {k}
     if strays:
         raise ValueError(f"the task of readings partition {k} was given rows of {sorted(strays)}")

@@ -19,6 +19,7 @@ import pytest
 from kafka import TopicPartition
 from pikit_contract.failpoints import SINK_BEFORE_COMMIT
 from pikit_contract.readings import Reading, encode_batch
+from pikit_spark import partition_fold
 from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.changelog import read_state
 from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance, late_records
@@ -30,6 +31,7 @@ from pikit_spark.state import Tables
 from pikit_testkit.broker import COMPACTED, new_topic
 from pikit_testkit.local_spark import local_session
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col, lit, raise_error, when
 
 from pikit.topic import read_to_end
 
@@ -281,3 +283,31 @@ def test_a_partition_that_reads_nothing_and_closes_nothing_runs_no_task(
     assert_same(site)
     assert_same_state(site)
     assert idle.state_rows(range(PARTITIONS)) == sum(len(rows) for rows in site.model.values())
+
+
+def test_a_task_whose_input_failed_in_spark_commits_nothing_and_its_retry_is_exact(
+    spark: SparkSession, broker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark ends a Python task's input early when the rows fail on the JVM's side (a shuffle
+    fetch from an executor that died: FetchFailed), and PySpark takes the closed stream for the
+    end of the data. The task of that partition must not fold what it got and commit the slice."""
+    site = Site(broker)
+    run(spark, site, [(d, readings(d, range(0, 40))) for d in HOME], T0 + 45)
+    original = partition_fold._fold
+
+    def failing(summary: DataFrame, batch: PartitionBatch, *, second: bool) -> list[Folded]:
+        # Every attempt of partition 0's task fails while Spark makes its rows, as a fetch does.
+        broken = when(col("device") == "d1", raise_error(lit("a fetch failed"))).otherwise(0)
+        return original(summary.withColumn("_broken", broken), batch, second=second)
+
+    monkeypatch.setattr(partition_fold, "_fold", failing)
+    verdicts, batch = site.batch(spark, [(d, readings(d, range(40, 100))) for d in HOME], T0 + 105)
+    with pytest.raises(Exception, match="a fetch failed"):
+        fold_batch(verdicts, batch)
+    monkeypatch.setattr(partition_fold, "_fold", original)
+    # The driver runs the batch again, as Spark does after a failed micro-batch.
+    folded = fold_batch(verdicts, batch)
+    site.modelled(verdicts, T0 + 105)
+    assert {f.partition: f.written is not None for f in folded}[0], "partition 0 was committed before"
+    assert_same(site)
+    assert_same_state(site)
