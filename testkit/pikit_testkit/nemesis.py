@@ -270,9 +270,18 @@ class Recovery:
     agent_waits: dict[str, float] = field(default_factory=dict)
 
 
-def sh(node: str, script: str, check: bool = True) -> str:
+# The longest any of the nemesis' commands on a node may take: a look at a journal, a kill, a flag.
+# A node that does not answer in this time fails the command rather than hanging the run.
+SH_TIMEOUT_S = 120.0
+
+
+def sh(node: str, script: str, check: bool = True, timeout: float = SH_TIMEOUT_S) -> str:
     proc = subprocess.run(
-        ["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=False
+        ["podman", "exec", node, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise RuntimeError(f"{node}: {script}: {proc.stderr.strip()}")
