@@ -611,11 +611,12 @@ class Nemesis:
             if failed:
                 raise RuntimeError(f"{unit} did not start again on {failed}")
 
-    def arm(self, app: str, point: str, action: str) -> None:
+    def arm(self, app: str, point: str, action: str) -> str:
         """Arm a sink failpoint in the app's checkpoint directory where its commits run, and wait
         until one fires: on the active driver's Pi (an app that commits its batches there) and on
         every worker (an app whose partitions' tasks commit theirs: pikit_spark/partition_fold.py),
-        then disarm the rest. Not on a standby driver's Pi: it would fire on a takeover, much later."""
+        then disarm the rest, and say on which node it fired. Not on a standby driver's Pi: it
+        would fire on a takeover, much later."""
         flags = f"{CHECKPOINTS}/{app}/failpoints"
         flag = f"{flags}/{point}"
         nodes = list(dict.fromkeys((self.site.driver_of(app), *self.site.workers)))
@@ -628,14 +629,18 @@ class Nemesis:
                 f"printf %s {shlex.quote(action)} > {flag} && chown spark:spark {flag}",
             )
 
+        where: list[str] = []
+
         def fired() -> bool:
-            return any(not sh(node, f"ls {flag} 2>/dev/null", False) for node in nodes)
+            where.extend(node for node in nodes if not sh(node, f"ls {flag} 2>/dev/null", False))
+            return bool(where)
 
         try:
             wait(f"{app}'s failpoint {point}", fired, 180)
         finally:
             for node in nodes:
                 sh(node, f"rm -f {flag}", False)
+        return where[0]
 
     # --- recovery ---------------------------------------------------------------------------
 

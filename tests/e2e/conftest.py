@@ -49,6 +49,7 @@ ORDER = (
     "test_a_stolen_device_revoked_while_it_sends_is_refused_then_restored",
     "test_one_broker_down_then_every_broker_killed_90_s_mid_commit_heals_within_a_minute",
     "test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing",
+    "test_every_executor_killed_in_a_folds_transaction_loses_nothing",
     "test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_stay_exact",
     "test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_replacement",
     "test_a_short_seeded_nemesis_heals_each_fault_within_its_bound",

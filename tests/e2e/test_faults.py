@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient
-from pikit_contract.failpoints import SINK_BEFORE_COMMIT
+from pikit_contract.failpoints import SINK_AFTER_SENDS, SINK_BEFORE_COMMIT
 from pikit_contract.names import spark_batches_topic
 from pikit_contract.topics import read_to_end
 from pikit_dev import lab
@@ -32,6 +32,7 @@ from pikit_testkit.nemesis import (
     ALWAYS,
     BROKER_FROZEN,
     BROKERS_KILLED,
+    COLD_START_S,
     COMMIT_HELD,
     COMMIT_KILLED,
     DISK_FILLED,
@@ -41,6 +42,7 @@ from pikit_testkit.nemesis import (
     Fault,
     PiLifecycle,
     agents_past_bound,
+    apps_journal,
     chosen_kinds,
     netns,
     past_bounds,
@@ -327,6 +329,43 @@ def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(sit
     assert cut + SILENT_AFTER_S - 15 <= silent_at <= back, (cut, silent_at, back)
     assert back_at >= back - 5, (back, back_at)
     wait_healthy_again(site, back, "b, c, d")
+
+
+# Spark's cold start of new executors after every one was killed, the fold's map stage run again,
+# and its batch committed (the nemesis' bound for an executor killed).
+EXECUTORS_BACK_S = COLD_START_S
+# Where the fold's input failed in Spark: the retried task's fetch of the dead executor's output.
+INPUT_FAILED = re.compile(r"FetchFailed|Missing an output location for shuffle")
+
+
+def test_every_executor_killed_in_a_folds_transaction_loses_nothing(site: Site) -> None:
+    """A fold task holds its partition's transaction open (a failpoint after its sends) while every
+    executor is killed -9. Spark runs the task again on a new executor, and the task's input fails
+    in Spark: the batch's map output died with the executors. PySpark takes that input's early end
+    for the end of the data, and before pikit_spark/partition_fold.complete the task committed the
+    slice with none of its readings: the CA rotation of 2026-12-05 lost 10 s of a device that way.
+    The batch must commit within the bound of an executor killed, with every window exact."""
+    chaos = nemesis(site)
+    held_on = chaos.arm(APP, SINK_AFTER_SENDS, "hold 60")
+    killed = time.time()
+    kill = "pkill -KILL -f '[C]oarseGrainedExecutorBackend' && echo killed"
+    hit = [worker for worker in chaos.site.workers if sh(worker, kill, check=False).strip()]
+    print(f"\n[x] a fold task held in its transaction on {held_on}; executors killed -9 on {hit}")
+    assert held_on in hit, "the held task's executor was killed"
+
+    def first_commit(app: str) -> float:
+        bound = 2 * EXECUTORS_BACK_S  # waited past the bound, so that a miss says by how much
+        return float(wait_for(f"{app} to commit a batch", lambda: chaos.committed_since(app, killed), bound))
+
+    committed = {app: first_commit(app) for app in chaos.site.apps}
+    took = {app: round(at - killed) for app, at in committed.items()}
+    journal = apps_journal(chaos.site, killed - 1)
+    failed = sorted({m.group(0) for m in INPUT_FAILED.finditer(journal)})
+    print(f"[x] first batches committed {took} s after the kill; the retried fold's input: {failed}")
+    assert failed, "the retried fold task's input failed in Spark (the path under test)"
+    assert max(took.values()) <= EXECUTORS_BACK_S, f"committed within {EXECUTORS_BACK_S:.0f} s"
+    wait_for("readings taken after the kill", lambda: after(site, killed + TRIGGER_S), 300)
+    judge(site, "x: every executor killed in a fold's transaction")
 
 
 # The active drivers' Pi lost for good: the group's session (10 s, pikit_spark/leadership.py; ~20 s
