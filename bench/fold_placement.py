@@ -75,14 +75,17 @@ class Topics:
     latest: str
     state: str
     client: dict[str, Any]
+    devices: int  # the i-th in readings partition i mod PARTITIONS: fewer leave partitions empty
 
     @classmethod
-    def create(cls, broker: str) -> Topics:
+    def create(cls, broker: str, devices: int) -> Topics:
         made = {
             n: new_topic(broker, n, PARTITIONS, COMPACTED if n in ("latest", "state") else None)
             for n in ("readings", "aggregates", "latest", "state")
         }
-        return cls(f"bench-{uuid.uuid4().hex[:8]}", **made, client={"bootstrap_servers": [broker]})
+        return cls(
+            f"bench-{uuid.uuid4().hex[:8]}", **made, client={"bootstrap_servers": [broker]}, devices=devices
+        )
 
     def records(self, step: Advance) -> dict[str, list[Change]]:
         """What sensor_aggregates writes of a batch's fold (the batches have no late reading and no
@@ -93,7 +96,11 @@ class Topics:
         }
 
     def slice(self, partition: int, index: int) -> Slice:
+        """What the index-th batch read of the partition: nothing, where no device sends (a fold
+        task given no row for a slice that read records takes its input as cut short)."""
         tp = TopicPartition(self.readings, partition)
+        if partition >= self.devices:
+            return Slice(tp, 0, 0)
         return Slice(tp, index * OFFSETS_PER_BATCH, (index + 1) * OFFSETS_PER_BATCH)
 
 
@@ -210,7 +217,8 @@ def measure(
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        run, close = (on_the_driver if design == "driver" else on_the_executors)(spark, Topics.create(broker))
+        design_of = on_the_driver if design == "driver" else on_the_executors
+        run, close = design_of(spark, Topics.create(broker, devices))
         per_batch: dict[str, list[float]] = {
             "driver": [],
             "busiest executor": [],
