@@ -350,7 +350,7 @@ def test_every_executor_killed_in_a_folds_transaction_loses_nothing(site: Site) 
     the end of the data, and the task committed its slice without its readings (the CA rotation of
     2026-12-05; tests/integration/test_partition_fold.py makes Spark fail a task's rows on every
     attempt, and pikit_spark/partition_fold.complete now fails such a task). On the lab that launch
-    is a race: with the fix reverted, this test passed twice, the kill's windows exact (2026-12-05)."""
+    is a race: with the fix reverted, this test passed, the kill's windows exact (2026-12-05)."""
     chaos = nemesis(site)
     held_on = chaos.arm(APP, SINK_AFTER_SENDS, "hold 60")
     killed = time.time()
