@@ -86,6 +86,14 @@ Change = tuple[bytes | None, bytes | None, list[Header]]
 SourceOffsets = Mapping[TopicPartition, int]
 
 
+def fenced(exc: BaseException) -> bool:
+    """Whether a failed call says that another producer with the transactional id fenced this one.
+    kafka-python raises ProducerFencedError from the call that met the fence, and from a send after
+    it a KafkaError that carries the fence as its cause ("Cannot perform send because at least one
+    previous transactional or idempotent request has failed")."""
+    return any(isinstance(found, ProducerFencedError) for found in (exc, *exc.args))
+
+
 class LineageError(RuntimeError):
     """The marker was written by another streaming query than the one now running."""
 
@@ -311,6 +319,8 @@ class TransactionalSink:
             except (LineageError, ProducerFencedError, SupersededError, FoldDeferred):
                 raise  # a newer driver owns the output, the operator must decide, or the fold reads more
             except Exception as exc:
+                if fenced(exc):
+                    raise ProducerFencedError() from exc
                 attempt += 1
                 # A fenced or broken producer cannot be trusted again: drop it, open
                 # transaction and all. Not abort_transaction(): kafka-python waits for it
