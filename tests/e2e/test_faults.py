@@ -32,13 +32,14 @@ from pikit_testkit.nemesis import (
     ALWAYS,
     BROKER_FROZEN,
     BROKERS_KILLED,
-    COLD_START_S,
     COMMIT_HELD,
     COMMIT_KILLED,
     DISK_FILLED,
+    EXECUTOR_KILLED,
     KINDS,
     MASTER_DOWN,
     PI_LOST,
+    RECOVERY_BOUNDS,
     Fault,
     PiLifecycle,
     agents_past_bound,
@@ -332,8 +333,8 @@ def test_a_device_cut_off_with_the_driver_and_its_agent_killed_loses_nothing(sit
 
 
 # Spark's cold start of new executors after every one was killed, the fold's map stage run again,
-# and its batch committed (the nemesis' bound for an executor killed).
-EXECUTORS_BACK_S = COLD_START_S
+# and its batch committed: the nemesis' own bound for an executor killed.
+EXECUTORS_BACK_S = RECOVERY_BOUNDS[EXECUTOR_KILLED]
 # The retried fold's input failing in Spark: its map output gone with the executors.
 INPUT_FAILED = re.compile(r"FetchFailed|Missing an output location for shuffle")
 
