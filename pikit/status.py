@@ -34,7 +34,7 @@ from cryptography import x509
 from kafka import KafkaConsumer, TopicPartition
 from pikit_contract.brokers import PROBE_TIMEOUT_S
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
-from pikit_contract.signing import Keyring, read_site_secret, verdict
+from pikit_contract.signing import Keyring, misplaced_reason, read_site_secret, verdict
 
 from pikit import revocation
 from pikit.prometheus import scrape, values
@@ -434,13 +434,14 @@ class Seen:
     """What the readings topic's last `lookback` says of the devices: per device, its last record
     that is its own (signed by it, keyed by it, not past its revocation's fence); per signer, the
     records it signed that claim another device. A record no device's key vouches for says nothing
-    of any device. A stolen device can write records, so only what a device's signature covers
+    of any device, nor does one outside its device's partition of the readings topic, which the
+    apps dead-letter. A stolen device can write records, so only what a device's signature covers
     speaks for it."""
 
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
     forged_by: dict[str, int] = field(default_factory=dict)
 
-    def take(self, record: Any, keyring: Keyring) -> None:
+    def take(self, record: Any, keyring: Keyring, partitions: int) -> None:
         reason, signer = verdict(
             record.value or b"", record.headers, keyring, (record.partition, record.offset)
         )
@@ -449,7 +450,7 @@ class Seen:
             return
         if signer != claimed:
             self.forged_by[str(signer)] = self.forged_by.get(str(signer), 0) + 1
-        else:
+        elif misplaced_reason(signer, record.partition, partitions) is None:
             headers = dict(record.headers or [])
             spool = headers.get(SPOOL_HEADER)
             self.last[claimed] = {
@@ -488,7 +489,7 @@ def _last_records(client: dict[str, Any], topic: str, lookback: float, keyring: 
                 break
             for tp, records in batch.items():
                 for r in records:
-                    seen.take(r, keyring)
+                    seen.take(r, keyring, len(parts))
                 if consumer.position(tp) >= ends[tp]:
                     remaining.discard(tp)
         return seen

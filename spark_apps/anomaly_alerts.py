@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
     def readings(keyring: Keyring | None) -> DataFrame:
-        return parse(app.readings(), args.max_clock_skew_seconds, keyring).readings
+        return parse(app.readings(), args.max_clock_skew_seconds, keyring, app.readings_partitions).readings
 
     def judge_batch(readings: DataFrame, batch_id: int) -> None:
         batch = app.open_batch(batch_id)

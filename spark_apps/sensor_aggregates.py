@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     # parse is a stateless part of the stream, planned once per query, not once per micro-batch.
     def verdicts(keyring: Keyring | None) -> DataFrame:
         stamped = app.readings().withColumn("processed_at", F.current_timestamp())
-        return parse(stamped, args.max_clock_skew_seconds, keyring).verdicts
+        return parse(stamped, args.max_clock_skew_seconds, keyring, app.readings_partitions).verdicts
 
     # What this driver's tasks committed of each partition: a partition that read nothing and has
     # nothing to close runs no task.

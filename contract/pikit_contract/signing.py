@@ -13,9 +13,14 @@ A stolen device is revoked (playbooks/edge-revoke.yml): the brokers refuse its c
 and from its fence on (the readings topic's end offsets once the brokers refused it) a record
 signed with its key is a dead letter `revoked`, whichever certificate wrote it. What it wrote
 before the fence was written while it was trusted, and is read as before.
+A device's records also belong in one partition of the readings topic, the one its agent's
+producer puts them in (keyed by the device: `home_partition`). The apps keep each partition's
+devices' state in that partition's task, so a record elsewhere, from another partitioner or from
+a thief with a stolen key, would give its device a second state: it is a dead letter `misplaced`.
 The MAC covers the digest, not the bytes, so that Spark computes the digest where the
-record lies and the keyed part on 32 bytes. Only the standard library is used: the agent
-runs on a Pi Zero without extra wheels.
+record lies and the keyed part on 32 bytes. Besides the standard library, only kafka-python's
+partitioner hash is used, the agent's own Kafka client: the agent runs on a Pi Zero without
+extra wheels.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import hmac
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from kafka.partitioner.default import murmur2
 
 SIGNER_HEADER = "pikit-signer"
 MAC_HEADER = "pikit-mac"
@@ -37,6 +44,7 @@ UNKNOWN_SIGNER = "signed by a device this cluster holds no key for"
 BAD_MAC = "signature does not match the record"
 FORGED = "forged: signed by one device, claims another"
 REVOKED = "revoked: signed with the key of a revoked device"
+MISPLACED = "misplaced: not in its device's partition of the readings topic"
 
 # A revoked device's fence: per partition of the readings topic, the first offset it no longer
 # counts at. A partition missing from it was added later and holds nothing from before.
@@ -152,6 +160,22 @@ def verdict(
 def forged_reason(signer: str | None, device: str) -> str | None:
     """The dead letter's reason when a validly signed record claims another device."""
     return naming(FORGED, signer) if signer is not None and signer != device else None
+
+
+def home_partition(device: str, partitions: int) -> int:
+    """The readings partition of `device`'s records among `partitions`: where Kafka's default
+    partitioner (murmur2 of the key, as the Java client and kafka-python hash it) puts a record
+    keyed by the device, as the agent keys each of its records."""
+    hashed: int = murmur2(device.encode())  # kafka-python ships no types
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+def misplaced_reason(signer: str | None, partition: int, partitions: int | None) -> str | None:
+    """The dead letter's reason when a validly signed record of its signer lies outside the
+    signer's home partition; None without a count of partitions to judge by."""
+    if signer is None or not partitions or home_partition(signer, partitions) == partition:
+        return None
+    return naming(MISPLACED, signer)
 
 
 def naming(reason: str, signer: str) -> str:

@@ -183,6 +183,12 @@ class StreamingApp:
             committed,
         )
 
+    @property
+    def readings_partitions(self) -> int:
+        """The readings topic's count of partitions at the start: a device's records belong in
+        the one its agent's producer keys them to (signing.home_partition), judged by this count."""
+        return len(self.resumed)
+
     def readings(self) -> DataFrame:
         """The readings topic's records, as a stream."""
         kafka = kafka_options(self.args.kafka_properties)

@@ -45,12 +45,14 @@ from pikit_contract.signing import (
     BAD_MAC,
     FORGED,
     MAC_HEADER,
+    MISPLACED,
     REVOKED,
     SIGNER_HEADER,
     UNKNOWN_SIGNER,
     UNSIGNED,
     Fence,
     Keyring,
+    home_partition,
 )
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -182,13 +184,16 @@ def parse(
     records: DataFrame,
     max_clock_skew_s: int = MAX_CLOCK_SKEW_S,
     keys: Keyring | Mapping[str, bytes] | None = None,
+    partitions: int | None = None,
 ) -> Parsed:
     """Kafka records (key, value, topic, partition, offset) -> valid readings and dead letters.
 
     With `keys` (device id -> key, or a Keyring with revoked devices, pikit_contract/signing.py),
     the records also need their `headers`, and a record counts only when its MAC is valid for
     its signer, its signer was not revoked at the record's offset, and its `device` is that
-    signer; else it is a dead letter whose reason names the signer.
+    signer; else it is a dead letter whose reason names the signer. With the readings topic's
+    count of `partitions` as well, a record must also lie in its signer's partition
+    (`signing.misplaced_reason`).
 
     Two paths give the same verdicts (tests/unit/spark compare both with the agent's contract,
     reason for reason). A record in the agent's own form (_AGENT_FORM: what encode_batch
@@ -207,7 +212,7 @@ def parse(
     text = F.col("value").cast("string")
     # In a stream, a `processed_at` column set before foreachBatch holds the batch's timestamp.
     now = F.col("processed_at") if "processed_at" in records.columns else F.current_timestamp()
-    records, signature_reason = _signatures(records, keys)
+    records, signature_reason = _signatures(records, keys, partitions)
     typed = records.select(
         "key",
         "value",
@@ -215,6 +220,7 @@ def parse(
         "partition",
         "offset",
         "signer",
+        "home",
         signature_reason.alias("signature_reason"),
         whole_seconds(F.unix_timestamp(now) + max_clock_skew_s).alias("latest_ts"),
         text.alias("text"),
@@ -229,6 +235,7 @@ def parse(
         "partition",
         "offset",
         "signer",
+        "home",
         "signature_reason",
         "latest_ts",
         "j",
@@ -256,7 +263,8 @@ def parse(
     forged = F.when(
         F.col("signer").isNotNull() & (claimed != F.col("signer")), _naming(FORGED, F.col("signer"))
     )
-    record_reason = F.coalesce(F.col("signature_reason"), contract_reason, forged)
+    misplaced = F.when(F.col("partition") != F.col("home"), _naming(MISPLACED, F.col("signer")))
+    record_reason = F.coalesce(F.col("signature_reason"), contract_reason, forged, misplaced)
     # Two explodes, one per path, so that neither path's readings are copied: a record explodes
     # into its readings on its own path and into one row of nulls on the other. A record that
     # breaks the contract gives one row (index and reading null), a good one a row per reading.
@@ -346,20 +354,28 @@ def parse(
     return Parsed(verdicts)
 
 
-def _signatures(records: DataFrame, keys: Keyring | Mapping[str, bytes] | None) -> tuple[DataFrame, Column]:
-    """The records with their `signer`, and the reason their signature fails (null: it holds).
+def _signatures(
+    records: DataFrame, keys: Keyring | Mapping[str, bytes] | None, partitions: int | None = None
+) -> tuple[DataFrame, Column]:
+    """The records with their `signer` and its `home` partition (null: not judged), and the
+    reason their signature fails (null: it holds).
 
     HMAC-SHA256(key, SHA-256(value)) in Spark's own expressions: the keys' inner and outer
     pads are a small table held in the driver's plan (`local_table`: its broadcast needs no
-    Python on the executors), broadcast to them and joined on the signer. The revoked
-    devices' fences are a literal in the plan."""
+    Python on the executors), broadcast to them and joined on the signer, with each device's
+    home partition, which Kafka's partitioner gives in Python. The revoked devices' fences are
+    a literal in the plan."""
     if keys is None:
-        return records.withColumn("signer", F.lit(None).cast("string")), F.lit(None).cast("string")
+        unsigned = records.withColumn("signer", F.lit(None).cast("string"))
+        return unsigned.withColumn("home", F.lit(None).cast("int")), F.lit(None).cast("string")
     ring = keys if isinstance(keys, Keyring) else Keyring(keys)
-    pads = [(device, _pad(key, 0x36), _pad(key, 0x5C)) for device, key in sorted(ring.keys.items())]
+    pads = [
+        (device, _pad(key, 0x36), _pad(key, 0x5C), home_partition(device, partitions) if partitions else None)
+        for device, key in sorted(ring.keys.items())
+    ]
     # One task ships it, not one per row up to the cluster's cores.
     table = local_table(
-        records.sparkSession, pads, "signer string, inner_pad binary, outer_pad binary"
+        records.sparkSession, pads, "signer string, inner_pad binary, outer_pad binary, home int"
     ).coalesce(1)
 
     def header(name: str) -> Column:

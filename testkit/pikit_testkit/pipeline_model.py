@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pikit_contract.readings import ContractError, Reading, decode_envelope, validate_reading
-from pikit_contract.signing import forged_reason, verdict
+from pikit_contract.signing import forged_reason, misplaced_reason, verdict
 
 WindowKey = tuple[str, str, str, int]  # device, sensor, metric, window start (Unix seconds)
 Stats = tuple[int, float, float, float, float]  # count, min, max, mean, population stddev
@@ -78,20 +78,22 @@ Headers = list[tuple[str, bytes]]
 
 
 def authentic(
-    records: Iterable[tuple[bytes, Headers]], keys: Mapping[str, bytes]
+    records: Iterable[tuple[bytes, Headers, int]], keys: Mapping[str, bytes], partitions: int
 ) -> tuple[list[bytes], list[bytes]]:
-    """The values that the apps read (validly signed by the device they claim, or not JSON
-    enough to claim one), and those that they dead-letter for their signature."""
+    """The values that the apps read (validly signed by the device they claim, in its partition
+    of the readings topic's `partitions`, or not JSON enough to claim one), and those that they
+    dead-letter for their signature or their place. `records`: (value, headers, partition)."""
     kept: list[bytes] = []
     refused: list[bytes] = []
-    for value, headers in records:
+    for value, headers, partition in records:
         reason, signer = verdict(value, headers, keys)
         if reason is None:
             try:
                 device = decode_envelope(value).device
             except ContractError:
                 device = None  # a dead letter for its contract reason
-            reason = forged_reason(signer, device) if device is not None else None
+            if device is not None:
+                reason = forged_reason(signer, device) or misplaced_reason(signer, partition, partitions)
         (refused if reason else kept).append(value)
     return kept, refused
 

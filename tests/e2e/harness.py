@@ -139,32 +139,49 @@ class Site:
     def readings(self) -> tuple[list[bytes], list[bytes]]:
         """The raw topic's values that the apps read, and those refused for their signature."""
         records = read_to_end("sensor-readings", **self.client())
-        kept, refused = authentic(((r.value, r.headers) for r in records if not self.revoked(r)), self.keys())
+        mine = ((r.value, r.headers, r.partition) for r in records if not self.revoked(r))
+        kept, refused = authentic(mine, self.keys(), self.readings_partitions())
         return kept, refused + [r.value for r in records if self.revoked(r)]
 
     def authentic_records(self) -> list[tuple[int, int, bytes]]:
         """(partition, offset, value) of the raw topic's records that the apps read."""
-        keys = self.keys()
+        keys, partitions = self.keys(), self.readings_partitions()
         return [
             (r.partition, r.offset, r.value)
             for r in read_to_end("sensor-readings", **self.client())
-            if not self.revoked(r) and authentic([(r.value, r.headers)], keys)[0]
+            if not self.revoked(r) and authentic([(r.value, r.headers, r.partition)], keys, partitions)[0]
         ]
+
+    @functools.cache  # noqa: B019 - one lab per harness, and the topic's partitions never change
+    def readings_partitions(self) -> int:
+        """The readings topic's count of partitions, by which the apps judge where a record belongs."""
+        consumer = KafkaConsumer(**self.client())
+        try:
+            return len(consumer.partitions_for_topic("sensor-readings") or ())
+        finally:
+            consumer.close()
 
     def keys(self) -> dict[str, bytes]:
         """Every signing key the apps hold, derived here from the site secret on the controller."""
         secret = signing.read_site_secret(str(self.state / "device-signing-secret"))
         return {device: signing.device_key(secret, device) for device in EDGES + SYNTHETIC}
 
-    def produce(self, records: list[tuple[str, bytes]], signed_as: str | None = "") -> None:
-        """Each record signed as the device it is keyed by, or as `signed_as` (None: unsigned)."""
+    def produce(
+        self, records: list[tuple[str, bytes]], signed_as: str | None = "", partition: int | None = None
+    ) -> None:
+        """Each record signed as the device it is keyed by, or as `signed_as` (None: unsigned), in
+        the partition its key gives (Kafka's default partitioner) or in `partition`."""
         keys = self.keys()
         producer = KafkaProducer(**self.client(), acks="all")
         sends = []
         for key, value in records:
             signer = key if signed_as == "" else signed_as
             headers = signing.headers(signer, keys[signer], value) if signer else None
-            sends.append(producer.send("sensor-readings", key=key.encode(), value=value, headers=headers))
+            sends.append(
+                producer.send(
+                    "sensor-readings", key=key.encode(), value=value, headers=headers, partition=partition
+                )
+            )
         producer.flush()
         for send in sends:
             send.get(timeout=0)  # a send that failed says so here, not as a missing reading later

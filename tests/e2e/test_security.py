@@ -194,14 +194,19 @@ def test_bad_input_is_dead_lettered_and_a_late_device_keeps_every_window(site: S
     # version 1 (ts in seconds) beside the agents' version 2, and the judge holds the apps to both.
     site.produce([("e2e-late", encode_batch("e2e-late", late_device, schema=1))])
     # With e2e-edge-1's key as found on the device, a record that claims e2e-edge-2 (its seq far
-    # ahead: taken, it would make every later reading of e2e-edge-2 a duplicate); and a record
-    # with no signature at all.
+    # ahead: taken, it would make every later reading of e2e-edge-2 a duplicate); one that claims
+    # e2e-edge-1 itself, in a partition that is not its own (taken, it would give e2e-edge-1 a
+    # second state there, and its windows a second copy); and a record with no signature at all.
     stolen = bytes.fromhex(sh(EDGES[0], "cat /etc/edge-agent/tls/signing.key").strip())
     assert stolen == site.keys()[EDGES[0]], "the device holds its own key, derived from the site secret"
     forged = encode_batch(EDGES[1], [Reading(EDGES[1], 10**12, "simulated", "temperature", -40.0, "C", ts)])
     unsigned = encode_batch(EDGES[1], [Reading(EDGES[1], 10**12, "simulated", "humidity", 0.0, "%", ts)])
     site.produce([(EDGES[1], forged)], signed_as=EDGES[0])
     site.produce([(EDGES[1], unsigned)], signed_as=None)
+    partitions = site.readings_partitions()
+    elsewhere = (signing.home_partition(EDGES[0], partitions) + 1) % partitions
+    misplaced = encode_batch(EDGES[0], [Reading(EDGES[0], 10**12, "simulated", "temperature", 90.0, "C", ts)])
+    site.produce([(EDGES[0], misplaced)], partition=elsewhere)
     window = ("e2e-late", "simulated", "temperature", minute)
     try:
         wait_for(
@@ -218,15 +223,18 @@ def test_bad_input_is_dead_lettered_and_a_late_device_keeps_every_window(site: S
     model = judge(site, "e: bad input and a late device")
     _, dead = split_records(bad, now=time.time())
     assert len(dead) == 4
-    assert forged in model.dead and unsigned in model.dead
+    assert forged in model.dead and unsigned in model.dead and misplaced in model.dead
     wait_for("the dead letters", lambda: len(site.values("sensor-dead-letter")) >= len(model.dead), 120)
     assert sorted(site.values("sensor-dead-letter")) == sorted(model.dead)
     reasons = {
         r.value: dict(r.headers)["reason"].decode()
         for r in read_to_end("sensor-dead-letter", **site.client())
     }
-    print(f"[e] forged: {reasons[forged]!r}; unsigned: {reasons[unsigned]!r}")
+    print(
+        f"[e] forged: {reasons[forged]!r}; unsigned: {reasons[unsigned]!r}; misplaced: {reasons[misplaced]!r}"
+    )
     assert reasons[forged] == f"{signing.FORGED} (signer: {EDGES[0]})", "the forging principal is named"
+    assert reasons[misplaced] == f"{signing.MISPLACED} (signer: {EDGES[0]})"
     assert reasons[unsigned] == signing.UNSIGNED
     wait_for("the late readings", lambda: not compare_late(model.late, site.values("sensor-late")), 120)
     assert sorted(r.seq for r in model.late) == [31, 32, 33, 34, 35]

@@ -90,6 +90,11 @@ def test_topics_are_created_raised_and_drift_reported(broker: str) -> None:
     assert drifted["changed"] is False
     assert any("cannot shrink" in d for d in drifted["drift"])
     assert any("replication factor 1, inventory asks 3" in d for d in drifted["drift"])
+    # A topic whose records are placed by key, as the readings topic's by device, keeps its count.
+    fixed = {**wider, "partitions": 6, "fixed_partitions": True}
+    kept = kafka_admin.run(params(broker, topics=[fixed]), check=False)
+    assert kept["changed"] is False
+    assert any("(fixed_partitions:" in d and "4 partitions, inventory asks 6" in d for d in kept["drift"])
 
 
 def test_a_topic_marked_absent_is_deleted_only_once_confirmed(broker: str) -> None:

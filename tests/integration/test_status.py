@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
 from pikit_contract import signing
 from pikit_contract.brokers import PROBE_TIMEOUT_S
 from pikit_contract.readings import RELEASE_HEADER, SPOOL_HEADER
@@ -25,6 +26,7 @@ from pikit.topic import mtls_client
 from tests.conftest import run_preflight
 
 SECRET = b"status-test-site-secret"
+READINGS_PARTITIONS = 6
 
 
 def send(
@@ -61,6 +63,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, Local
     )
     broker = LocalBroker(tmp_path / "kafka", tls=(bundle, pki / "ca.crt"), short_lived=True)
     broker.start()
+    # Partitioned as the kit makes it, so that a record can lie outside its device's partition.
+    admin = KafkaAdminClient(**mtls_client([broker.address], pki))
+    try:
+        admin.create_topics([NewTopic("sensor-readings", READINGS_PARTITIONS, replication_factor=1)])
+    finally:
+        admin.close()
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         f"""all:
@@ -114,7 +122,8 @@ def test_a_forged_or_unsigned_record_never_changes_what_status_shows_of_a_device
     site: tuple[Site, LocalBroker, Path],
 ) -> None:
     """edge-2 stolen: with its certificate and key, a record that claims edge-1, later in time, with
-    a larger seq and another release and spool; and an unsigned one. edge-1 stays as it was; the
+    a larger seq and another release and spool; an unsigned one; and one signed with edge-1's own
+    key, outside edge-1's partition (which the apps dead-letter). edge-1 stays as it was; the
     thief is the one named."""
     found, broker, pki = site
     before = collect(found, silent_after=60).agents[0].details
@@ -122,6 +131,8 @@ def test_a_forged_or_unsigned_record_never_changes_what_status_shows_of_a_device
     later = int((time.time() + 3600) * 1000)
     send(producer, "edge-1", "edge-2", 999, release=b"6.6.6", timestamp_ms=later)
     send(producer, "edge-1", None, 0, release=b"6.6.6", timestamp_ms=later)
+    elsewhere = (signing.home_partition("edge-1", READINGS_PARTITIONS) + 1) % READINGS_PARTITIONS
+    send(producer, "edge-1", "edge-1", 999, release=b"6.6.6", timestamp_ms=later, partition=elsewhere)
     producer.flush()
     producer.close()
 

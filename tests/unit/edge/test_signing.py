@@ -26,6 +26,34 @@ def test_the_mac_is_hmac_sha256_of_the_records_digest() -> None:
     assert signing.headers("edge-1", key, b"record") == [("pikit-signer", b"edge-1"), ("pikit-mac", want)]
 
 
+# Kafka's own test vectors for its partitioner's hash (Java's Utils.murmur2, as signed ints).
+JAVA_MURMUR2 = {
+    "21": -973932308,
+    "foobar": -790332482,
+    "a-little-bit-long-string": -985981536,
+    "a-little-bit-longer-string": -1486304829,
+    "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    "abc": 479470107,
+}
+
+
+def test_a_devices_home_partition_is_where_kafkas_default_partitioner_puts_its_key() -> None:
+    # Modulo 2**31 the home is the positive hash itself: Java's toPositive(murmur2(key)).
+    assert {k: signing.home_partition(k, 2**31) for k in JAVA_MURMUR2} == {
+        k: h & 0x7FFFFFFF for k, h in JAVA_MURMUR2.items()
+    }
+    homes = [signing.home_partition(f"edge-{i}", 6) for i in range(60)]
+    assert set(homes) == set(range(6))
+
+
+def test_a_record_outside_its_signers_partition_is_misplaced() -> None:
+    home = signing.home_partition("edge-1", 6)
+    assert signing.misplaced_reason("edge-1", home, 6) is None
+    assert signing.misplaced_reason("edge-1", (home + 1) % 6, 6) == f"{signing.MISPLACED} (signer: edge-1)"
+    assert signing.misplaced_reason("edge-1", (home + 1) % 6, None) is None  # no count: not judged
+    assert signing.misplaced_reason(None, 0, 6) is None  # unsigned: its own reason says so
+
+
 def test_verdicts_name_the_signer() -> None:
     keys = {d: signing.device_key(SECRET, d) for d in ("edge-1", "edge-2")}
     good = signing.headers("edge-1", keys["edge-1"], b"v")

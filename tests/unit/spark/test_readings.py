@@ -9,6 +9,7 @@ from typing import Any
 from pikit_contract import signing
 from pikit_contract.readings import BAD_VALUE, NOT_JSON, ContractError, decode_envelope, validate_reading
 from pikit_spark.readings import dead_letter_records, in_agent_form, parse, too_far_ahead
+from pikit_testkit.pipeline_model import authentic
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -247,6 +248,48 @@ def test_signatures_agree_with_the_agents_signing_module_reason_for_reason(spark
     # Without keys nothing is checked: every record is read for what it says.
     unchecked = parse(frame.drop("headers"))
     assert ("edge-2", 3) in {(r["device"], r["seq"]) for r in unchecked.readings.collect()}
+
+
+def test_a_record_outside_its_devices_partition_is_a_dead_letter_saying_misplaced(
+    spark: SparkSession,
+) -> None:
+    """Each device's validly signed records in every partition of six: read in the partition the
+    agent's producer keys them to (signing.home_partition), a dead letter `misplaced` in every
+    other, as pikit_testkit's model says; a forged record is named forged wherever it lies, and
+    without the count of partitions nothing is judged by its place."""
+    secret = b"site secret"
+    keys = {d: signing.device_key(secret, d) for d in ("edge-1", "edge-2")}
+    partitions = 6
+    rows = []
+    for partition in range(partitions):
+        for offset, device in enumerate(("edge-1", "edge-2")):
+            value = batch(device, [reading(partition, T0)])
+            rows.append((b"k", value, signing.headers(device, keys[device], value), "t", partition, offset))
+        forged = batch("edge-2", [reading(100 + partition, T0)])
+        rows.append((b"k", forged, signing.headers("edge-1", keys["edge-1"], forged), "t", partition, 2))
+    frame = spark.createDataFrame(
+        rows,
+        "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, "
+        "partition int, offset long",
+    )
+    judged = parse(frame, keys=keys, partitions=partitions).verdicts.collect()
+    found = {(r["partition"], r["offset"]): r["reason"] for r in judged}
+    homes = {d: signing.home_partition(d, partitions) for d in keys}
+    assert homes["edge-1"] != homes["edge-2"], "the test needs the two devices in two partitions"
+    for partition in range(partitions):
+        for offset, device in enumerate(("edge-1", "edge-2")):
+            want = None if partition == homes[device] else f"{signing.MISPLACED} (signer: {device})"
+            assert found[(partition, offset)] == want
+        assert found[(partition, 2)] == f"{signing.FORGED} (signer: edge-1)"
+    kept, refused = authentic([(v, h, p) for _, v, h, _, p, _ in rows], keys, partitions)
+    read = {(p, o) for _, v, _, _, p, o in rows if v in kept}
+    assert read == {(p, o) for (p, o), why in found.items() if why is None}
+    assert len(refused) == len(rows) - len(read)
+    # Without the count, as before: only the signature and the claim are judged.
+    unplaced = {
+        (r["partition"], r["offset"]): r["reason"] for r in parse(frame, keys=keys).verdicts.collect()
+    }
+    assert sorted(o for (_, o), why in unplaced.items() if why is None) == sorted([0, 1] * partitions)
 
 
 def test_a_revoked_devices_records_from_its_fence_on_are_dead_letters_saying_revoked(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from pikit_contract import signing
 from pikit_contract.readings import Reading, encode_batch
 from pikit_testkit.pipeline_model import Outcome, authentic, compare, compare_late, outcome
@@ -66,7 +66,12 @@ def readings() -> tuple[list[bytes], list[bytes]]:
     secret = signing.read_site_secret(str(PKI.parent / "device-signing-secret"))
     keys = {device: signing.device_key(secret, device) for device in ("dev-a", "dev-b")}
     records = read_to_end("sensor-readings", **client("admin"))
-    return authentic(((r.value, r.headers) for r in records), keys)
+    consumer = KafkaConsumer(**client("admin"))
+    try:
+        partitions = len(consumer.partitions_for_topic("sensor-readings") or ())
+    finally:
+        consumer.close()
+    return authentic(((r.value, r.headers, r.partition) for r in records), keys, partitions)
 
 
 class Device:

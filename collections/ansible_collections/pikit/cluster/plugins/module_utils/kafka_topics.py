@@ -62,7 +62,12 @@ def reconcile_topics(
         partitions = current[name]["partitions"]
         have = len(partitions)
         rf = len(partitions[0]["replica_nodes"]) if partitions else 0
-        if int(topic["partitions"]) > have:
+        if int(topic["partitions"]) > have and topic.get("fixed_partitions"):
+            drift.append(
+                f"{name}: {have} partitions, inventory asks {topic['partitions']} (fixed_partitions: its "
+                "records are placed by key, and more partitions would move keys to other partitions)"
+            )
+        elif int(topic["partitions"]) > have:
             changes.append(f"raise {name} partitions {have} -> {topic['partitions']}")
             if not check:
                 admin.create_partitions({name: NewPartitions(int(topic["partitions"]))})
