@@ -471,17 +471,19 @@ class Nemesis:
         for number, fault in enumerate(faults, 1):
             time.sleep(fault.quiet)
             watched = agents_delivering(fault, self.site.edges)
+            # A lost Pi's agents are watched through its replacement too: site.yml runs on the
+            # whole site while they send.
             with self.ack_watch(watched) if watched else contextlib.nullcontext() as acks:
                 started = time.time()
                 self.inflict(fault)
                 ended = time.time()
                 took = self.recovered(number, started, ended) - ended
+                if fault.kind == PI_LOST:
+                    # Two recoveries, each within the bound: the loss's, then the replacement's,
+                    # which ends the fault.
+                    self.log(f"[nemesis] {number}: flowing {took:.0f}s after {fault.targets[0]} was lost")
+                    ended, took = self.replaced(number, fault.targets[0], ended, took)
             agent_waits = acks.longest_waits(started, ended) if acks is not None else {}
-            if fault.kind == PI_LOST:
-                # Two recoveries, each within the bound: the loss's, then the replacement's, which
-                # ends the fault.
-                self.log(f"[nemesis] {number}: flowing {took:.0f}s after {fault.targets[0]} was lost")
-                ended, took = self.replaced(number, fault.targets[0], ended, took)
             pauses = self.longest_pause(started, ended) if fault.kind in RIDDEN_THROUGH else {}
             done.append(Recovery(fault, ended, took, pauses, agent_waits))
             if took > self.slow:

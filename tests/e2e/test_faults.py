@@ -476,7 +476,9 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     container is removed with its disk (the lab keeps no volume). Each app's first batch begun
     after the loss on another Pi must be written within PI_LOST_TAKEOVER_S; the Pi is then
     replaced by the re-flash path and site.yml whatever happened before, so that the suite's
-    later scenarios find the site whole. Those batches, by app."""
+    later scenarios find the site whole. Every agent has a send acknowledged at least every
+    AGENT_WAIT_S from the loss through the replacement: one broker lost leaves each partition two
+    live replicas. Those batches, by app."""
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
     apps = ("sensor_aggregates", "anomaly_alerts")
     logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
@@ -485,26 +487,29 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     seed = seed_from("PIKIT_PI_LOST_SEED")
     delay = random.Random(seed).uniform(0, TRIGGER_S)
     print(f"[{scenario}] seed {seed} (PIKIT_PI_LOST_SEED={seed} replays it): the loss {delay:.1f} s on")
-    time.sleep(delay)
-    lost = time.time()
-    lab.lose(spec, [lost_pi])
-    try:
-        firsts = wait_for(
-            "each app's first batch after the loss",
-            lambda: first_batches_written_after(site, apps, logged_before, lost_pi, lost),
-            PI_LOST_WATCHED_S,
-            # The write times are the records' own: a look every trigger costs the takeover's
-            # two cores less than one every 2 s, and finds the same moments.
-            every=TRIGGER_S,
-        )
-    finally:
-        for node in DRIVERS:
-            if node != lost_pi:
-                print(f"[{scenario}] on {node}, from the loss: {takeover_steps(node, lost)}")
+    with nemesis(site).ack_watch() as acks:
+        time.sleep(delay)
+        lost = time.time()
+        lab.lose(spec, [lost_pi])
         try:
-            replaced_in = replace_lost_pi(site, spec, lost_pi)
+            firsts = wait_for(
+                "each app's first batch after the loss",
+                lambda: first_batches_written_after(site, apps, logged_before, lost_pi, lost),
+                PI_LOST_WATCHED_S,
+                # The write times are the records' own: a look every trigger costs the takeover's
+                # two cores less than one every 2 s, and finds the same moments.
+                every=TRIGGER_S,
+            )
         finally:
-            done_alone_if_last()
+            for node in DRIVERS:
+                if node != lost_pi:
+                    print(f"[{scenario}] on {node}, from the loss: {takeover_steps(node, lost)}")
+            try:
+                replaced_in = replace_lost_pi(site, spec, lost_pi)
+            finally:
+                done_alone_if_last()
+        replaced = time.time()
+    waits = acks.longest_waits(lost, replaced)
     print(
         f"[{scenario}] {lost_pi} lost at 0 s; each app's first batch: "
         + ", ".join(
@@ -514,6 +519,12 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
         )
     )
     print(f"[{scenario}] {lost_pi} re-flashed and provisioned by site.yml in {replaced_in:.0f} s")
+    print(
+        f"[{scenario}] each agent's longest wait for an acknowledgement, the loss to the replacement: {waits}"
+    )
+    assert max(waits.values()) <= AGENT_WAIT_S, (
+        f"an agent stopped delivering while {lost_pi} was lost or replaced"
+    )
     for app, (_, written) in firsts.items():
         took = written - lost
         assert took <= PI_LOST_TAKEOVER_S, f"{app}: its first batch written {took:.0f} s after the loss"
