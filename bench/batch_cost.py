@@ -30,7 +30,9 @@ Per app it reports, from the app's own event log on its driver's Pi:
   another worker (its driver's journal: that worker's state caught up with the other's commits),
   and the CPU seconds of its busiest executor (the JVM and its Python workers, read from /proc on
   the workers) per batch and per 100,000 rows in. `--aggregates-cores 1,2` runs each contender
-  with one executor and with two: what a second Pi's executor divides;
+  with one executor and with two: what a second Pi's executor divides. The ratios close the run,
+  per turn, per batch and per row in; a pair whose batches differ in size (one contender fell
+  behind and read twice the rows a batch) is named, and compares per row in only;
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
 but the probe), and out-of-bounds reading -> its alert arrived (the probe's). For the synthetic
 devices also closing record -> aggregate: from the device's first record past the window's end
@@ -55,7 +57,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -569,9 +571,57 @@ def quantiles(values: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What sensor_aggregates' busiest executor spent in one phase of one contender."""
+
+    turn: int  # the phase's number: the contenders of one turn ran side by side
+    contender: str  # its name, without the executor cores
+    cores: int
+    per_batch: float  # CPU s
+    per_row: float  # CPU s per 100,000 rows in
+    rows: float  # input rows of a batch, median
+
+
+# Batches of two phases whose medians differ by more than this do not compare per batch: the
+# larger ones (a contender that fell behind) pay each batch's fixed costs over more rows.
+LIKE_ROWS = 1.2
+
+
+def capacity(spent: list[Spent]) -> list[str]:
+    """Issue 66's ratio for each turn and contender that ran with one executor and with more: the
+    busiest executor's CPU with n against its CPU with 1, per batch and per row in."""
+    said = []
+    runs = {(s.turn, s.contender, s.cores): s for s in spent}
+    for (turn, contender, cores), more in sorted(runs.items()):
+        one = runs.get((turn, contender, 1))
+        if cores == 1 or one is None:
+            continue
+        alike = max(one.rows, more.rows) <= LIKE_ROWS * min(one.rows, more.rows)
+        line = (
+            f"turn {turn + 1}{', ' + contender if contender else ''}: the busiest executor with {cores} "
+            f"against 1: {more.per_batch / one.per_batch:.2f}x per batch, {more.per_row / one.per_row:.2f}x "
+            "per row in"
+        )
+        if not alike:
+            line += (
+                f" (batches of {one.rows:,.0f} and {more.rows:,.0f} rows: not alike, compare per row in, "
+                "one contender fell behind)"
+            )
+        said.append(line)
+    return said
+
+
 def phase(
-    apps: Apps, name: str, devices: list[str], args: argparse.Namespace, contender: dict[str, Any]
+    apps: Apps,
+    name: str,
+    devices: list[str],
+    args: argparse.Namespace,
+    contender: dict[str, Any],
+    spent: Callable[[float, float, float], None] = lambda *_: None,
 ) -> Iterator[str]:
+    """The phase's table rows; `spent` gets the busiest aggregating executor's CPU s per batch and
+    per 100,000 rows in, and the median batch's input rows."""
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
@@ -651,6 +701,7 @@ def phase(
                     f"{busiest / len(found):.2f} s per batch, "
                     f"{busiest / rows * 100_000:.2f} s per 100,000 rows in"
                 )
+                spent(busiest / len(found), busiest / rows * 100_000, rows_in)
             print(said, flush=True)
         jobs_said = (
             f"{statistics.median(jobs) if jobs else 0:.0f} ({min(jobs, default=0)}-{max(jobs, default=0)})"
@@ -711,22 +762,41 @@ def main() -> None:
     contenders: list[tuple[str, dict[str, Any]]] = [
         (name, {"spark_app_java_options": options}) for name, options in args.java_options
     ] + [(name, json.loads(variables)) for name, variables in args.vars]
+    cores_of: dict[str, tuple[str, int]] = {}  # a contender's label -> its name and executor cores
     if args.aggregates_cores:
-        contenders = [
-            (
-                f"{name}, {cores} cores" if name else f"{cores} cores",
-                {**contender, **aggregates_cores(int(cores))},
-            )
+        split = [
+            (name, int(cores), contender)
             for name, contender in contenders or [("", {})]
             for cores in args.aggregates_cores.split(",")
         ]
+        contenders = [
+            (f"{name}, {cores} cores" if name else f"{cores} cores", {**contender, **aggregates_cores(cores)})
+            for name, cores, contender in split
+        ]
+        cores_of = {
+            label: (name, cores) for (label, _), (name, cores, _) in zip(contenders, split, strict=True)
+        }
     apps = Apps.find()
     rows = []
+    spent: list[Spent] = []
     try:
         for number, name in enumerate(args.phases.split(",")):
             devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
             for label, contender in (contenders or [("", {})])[:: 1 if number % 2 == 0 else -1]:
-                rows += list(phase(apps, f"{name}, {label}" if label else name, devices, args, contender))
+                base, cores = cores_of.get(label, (label, 0))
+
+                def keep(
+                    per_batch: float,
+                    per_row: float,
+                    rows_in: float,
+                    t: int = number,
+                    b: str = base,
+                    c: int = cores,
+                ) -> None:
+                    spent.append(Spent(t, b, c, per_batch, per_row, rows_in))
+
+                title = f"{name}, {label}" if label else name
+                rows += list(phase(apps, title, devices, args, contender, keep))
     finally:
         print("restoring the spark play as the inventory has it", flush=True)
         apps.restore()
@@ -741,6 +811,14 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for row in rows:
         print(row)
+    ratios = capacity(spent)
+    if ratios:
+        print(
+            "\nsensor_aggregates' busiest executor, each contender with more executors against 1 "
+            "(issue 66: <= 0.6x):"
+        )
+        for line in ratios:
+            print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ from typing import Any
 from bench.batch_cost import (
     PROGRESS_EVENT,
     WINDOW_S,
+    Spent,
     aggregates_cores,
     batches,
     busiest_executor,
+    capacity,
     caught_up,
     closing_to_aggregate,
     executor_hosts,
@@ -125,3 +127,19 @@ def test_the_busiest_executor_is_the_one_that_spent_most_between_two_readings() 
     before = {"pi-2/10": 100.0, "pi-3/20": 50.0}
     after = {"pi-2/10": 104.0, "pi-3/20": 56.5, "pi-3/30": 2.0}  # 30 began meanwhile
     assert busiest_executor(before, after) == 6.5
+
+
+def test_the_capacity_ratio_pairs_each_turns_contender_and_says_when_its_batches_are_not_alike() -> None:
+    # 2026-12-05's two turns at 10,000 devices: in the first, the one-executor phase fell behind.
+    spent = [
+        Spent(0, "", 1, 6.08, 33.57, 19_997),
+        Spent(0, "", 2, 2.48, 23.53, 10_011),
+        Spent(1, "", 2, 2.18, 23.00, 10_009),
+        Spent(1, "", 1, 3.58, 36.57, 10_012),
+        Spent(1, "sticky", 2, 2.0, 20.0, 10_000),  # no one-executor phase of its own: no ratio
+    ]
+    assert capacity(spent) == [
+        "turn 1: the busiest executor with 2 against 1: 0.41x per batch, 0.70x per row in (batches of "
+        "19,997 and 10,011 rows: not alike, compare per row in, one contender fell behind)",
+        "turn 2: the busiest executor with 2 against 1: 0.61x per batch, 0.63x per row in",
+    ]
