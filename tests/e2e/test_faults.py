@@ -6,6 +6,7 @@ of every window and alert from the raw topic."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -471,6 +472,22 @@ def replace_lost_pi(site: Site, spec: lab.LabSpec, pi: str) -> float:
     return time.time() - started
 
 
+# Right after the converge, an app may still settle on its driver Pi: a driver that takes an app
+# over starts from an empty Spark checkpoint, and commits its first batch within a cold start.
+SETTLE_S = 120
+
+
+def committing_drivers(scenario: str) -> dict[str, str]:
+    """Each app's active driver node, once each has committed a batch (within SETTLE_S)."""
+    started = time.monotonic()
+    found: dict[str, str] = {}
+    for app in ("sensor_aggregates", "anomaly_alerts"):
+        found[app] = wait_for(f"{app}'s active driver to commit", functools.partial(driver_of, app), SETTLE_S)
+    waited = time.monotonic() - started
+    print(f"[{scenario}] the apps' active drivers {found}, committing {waited:.0f} s after the look began")
+    return found
+
+
 def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[str, CommittedBatch]:
     """`lost_pi` dies for good: its cable is cut first, so that no peer hears it go, then its
     container is removed with its disk (the lab keeps no volume). Each app's first batch begun
@@ -540,9 +557,10 @@ def test_the_drivers_pi_lost_for_good_the_standby_takes_over_and_the_output_stay
     by the re-flash path and site.yml, and stands by; every window and alert is exact against an
     independent recompute over the whole raw topic: no state was lost and nothing was counted
     twice."""
-    lost_pi = driver_of(APP)
+    drivers = committing_drivers("pi lost")
+    lost_pi = drivers[APP]
     standby = next(d for d in DRIVERS if d != lost_pi)
-    moved = [app for app in ("sensor_aggregates", "anomaly_alerts") if driver_of(app) == lost_pi]
+    moved = [app for app, node in drivers.items() if node == lost_pi]
     print(f"\n[pi lost] {lost_pi} runs {', '.join(moved)}; {standby} stands by")
     firsts = lose_for_good_and_replace(site, lost_pi, "pi lost")
     assert set(moved) >= {APP}
@@ -564,9 +582,10 @@ def test_the_standby_drivers_pi_lost_for_good_the_apps_keep_their_drivers_and_st
     (spark_worker_timeout_s). Each app's next batch is written within PI_LOST_TAKEOVER_S of the
     loss; the Pi is replaced and stands by; every window and alert is exact, and a second
     site.yml changes nothing."""
-    active = driver_of(APP)
+    drivers = committing_drivers("standby lost")
+    active = drivers[APP]
     lost_pi = next(d for d in DRIVERS if d != active)
-    assert driver_of("anomaly_alerts") == active, "both apps run on one Pi, the other stands by"
+    assert drivers["anomaly_alerts"] == active, "both apps run on one Pi, the other stands by"
     print(f"\n[standby lost] {active} runs both apps; {lost_pi} stands by and is lost")
     lost = time.time()
     firsts = lose_for_good_and_replace(site, lost_pi, "standby lost")
