@@ -18,6 +18,7 @@ from pikit_testkit.nemesis import SiteNodes, apps_journal
 from pikit import REPO
 from tests.e2e import harness
 from tests.e2e.harness import (
+    APPS,
     LAB,
     SUBNET_FROM,
     SUBNET_TO,
@@ -28,8 +29,6 @@ from tests.e2e.harness import (
     done_alone_if_last,
 )
 
-# The streaming apps the e2e lab runs (tests/e2e/test_site.py).
-APPS = ("sensor_aggregates", "anomaly_alerts")
 TAIL = 40
 # The scenarios in the order they run on the one lab: each leaves the site as the next expects it
 # (the converge first, the whole output and a second site.yml near the end, records deleted last).

@@ -61,6 +61,7 @@ EDGES = ["e2e-edge-1", "e2e-edge-2"]
 # Devices that sign without being hosts: the suite's own producers (pikit_device_signing_extra).
 SYNTHETIC = ["e2e-late"]
 APP = "sensor_aggregates"
+APPS = (APP, "anomaly_alerts")  # the streaming apps, each with its driver Pis
 APP_UNIT = "spark-app-sensor-aggregates"
 # anomaly_alerts' batch log: what the alerts model replays.
 ALERTS_BATCHES = spark_batches_topic("anomaly_alerts")

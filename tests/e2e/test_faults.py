@@ -60,6 +60,7 @@ from tests.e2e.harness import (
     _LAB_VARS,
     APP,
     APP_UNIT,
+    APPS,
     BROKER_HOSTS,
     BROKERS,
     DRIVERS,
@@ -481,7 +482,7 @@ def committing_drivers(scenario: str) -> dict[str, str]:
     """Each app's active driver node, once each has committed a batch (within SETTLE_S)."""
     started = time.monotonic()
     found: dict[str, str] = {}
-    for app in ("sensor_aggregates", "anomaly_alerts"):
+    for app in APPS:
         found[app] = wait_for(f"{app}'s active driver to commit", functools.partial(driver_of, app), SETTLE_S)
     waited = time.monotonic() - started
     print(f"[{scenario}] the apps' active drivers {found}, committing {waited:.0f} s after the look began")
@@ -497,7 +498,7 @@ def lose_for_good_and_replace(site: Site, lost_pi: str, scenario: str) -> dict[s
     AGENT_WAIT_S from the loss through the replacement: one broker lost leaves each partition two
     live replicas. Those batches, by app."""
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
-    apps = ("sensor_aggregates", "anomaly_alerts")
+    apps = APPS
     logged_before = {app: len(site.values(spark_batches_topic(app))) for app in apps}
     spec = lab.spec_from_inventory(site.inventory)
     # At a seeded moment of the apps' trigger: before, inside or after a batch's commit.
@@ -631,7 +632,7 @@ def test_the_masters_pi_lost_for_good_the_apps_run_on_and_register_with_its_repl
     (pikit_spark/standalone_master.py). No app goes PI_LOST_TAKEOVER_S without a commit, from the
     loss to a minute after the replacement; every window and alert is exact; a second site.yml
     changes nothing."""
-    apps = ("sensor_aggregates", "anomaly_alerts")
+    apps = APPS
     wait_for("both devices' readings", lambda: after(site, time.time() - 30), 240)
     spec = lab.spec_from_inventory(site.inventory)
     lost = time.time()
