@@ -47,6 +47,7 @@ from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance
 from pikit_spark.partition_fold import PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.sink import Change, TransactionalSink
+from pikit_spark.window_fold import WindowFolder
 from pikit_testkit.broker import COMPACTED, LocalBroker, new_topic
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -148,7 +149,7 @@ def on_the_executors(spark: SparkSession, topics: Topics) -> tuple[Run, Callable
 
     def run(frame: DataFrame, index: int, processed_at: float) -> tuple[int, int]:
         slices = {p: topics.slice(p, index) for p in range(PARTITIONS)}
-        batch = PartitionBatch(index, processed_at, TIMING, slices, writer, topics.records)
+        batch = PartitionBatch(index, processed_at, slices, writer, WindowFolder(TIMING, topics.records))
         folded = fold_batch(frame, batch)  # sensor_aggregates' own
         return sum(f.state_reads for f in folded), sum(f.catch_ups for f in folded)
 

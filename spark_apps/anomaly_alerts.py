@@ -3,8 +3,10 @@ from their device's rolling baseline, go to the alerts topic (keyed by device); 
 that went silent (one alert) and came back (one more): pikit_spark/presence.py.
 
 Thresholds are `--threshold sensor.metric=low:high` (repeatable, either bound optional).
-The baselines, seq marks and presence are the app's state, kept in Kafka with each batch's
-alerts (pikit_spark/app.py): a driver started on any Pi resumes from them.
+The baselines, seq marks, excursions and presence are the state of each device's readings
+partition: the Spark task that holds the partition judges its readings and commits its alerts,
+state changes and source offset in one Kafka transaction of its own (pikit_spark/alert_fold.py,
+pikit_spark/partition_fold.py), and a driver started on any Pi resumes from them.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import argparse
 
 from pikit_contract.signing import Keyring
-from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
+from pikit_spark.alert_fold import AlertFolder
+from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold
 from pikit_spark.app import StreamingApp
-from pikit_spark.common import streaming_parser
-from pikit_spark.presence import presence
+from pikit_spark.common import LOG, streaming_parser
+from pikit_spark.partition_fold import IdlePartitions, batch_line, fold_batch
+from pikit_spark.progress import Steps
 from pikit_spark.readings import parse
 from pyspark.sql import DataFrame
 
@@ -52,31 +56,28 @@ def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
     rules = Rules(tuple(args.threshold), args.stddevs, args.min_samples, args.baseline_readings)
     app = StreamingApp.start(APP, args, [args.alerts_topic], STATE_SCHEMAS, "readings")
+    folder = AlertFolder(rules, args.silent_after_seconds, args.alerts_topic)
 
     # No watermark: every reading is judged whenever it arrives (a device draining its
     # spool after an outage is alerted on too); resends are dropped by the device's seq mark.
-    def readings(keyring: Keyring | None) -> DataFrame:
-        return parse(app.readings(), args.max_clock_skew_seconds, keyring, app.readings_partitions).readings
+    def verdicts(keyring: Keyring | None) -> DataFrame:
+        return parse(app.readings(), args.max_clock_skew_seconds, keyring, app.readings_partitions).verdicts
 
-    def judge_batch(readings: DataFrame, batch_id: int) -> None:
-        batch = app.open_batch(batch_id)
-        if batch is None:
-            return
-        # One read of the batch: the alerts, the baseline and the seq marks come from its summary.
-        before = app.state.before()
-        judged = judge(readings, before, rules)
-        silences, present = presence(
-            judged.seen, batch.timestamp, before["presence"], args.silent_after_seconds
-        )
-        found = judged.alerts + silences
-        if app.commit(
-            batch, {args.alerts_topic: as_kafka_records(found)}, {**judged.state, "presence": present}
-        ):
-            app.metrics.add("alerts", len(found))
-        app.metrics.devices(present, batch.timestamp)
+    # A partition that read nothing runs no task until one of its devices may fall silent.
+    idle = IdlePartitions()
+
+    def judge_batch(verdicts: DataFrame, batch_id: int) -> None:
+        steps = Steps()
+        batch = app.partition_batch(batch_id, folder)
+        folded = app.folded(fold_batch(verdicts, batch, idle), idle, batch)
+        steps.done("folded")
+        told = [row for f in folded if f.written is not None for row in f.told]
+        app.metrics.devices(told, batch.processed_at)
+        left_out = sorted(set(batch.slices) - {f.partition for f in folded})
+        LOG.info("batch %d: %s; %s", batch_id, batch_line(folded, folder.counted, left_out), steps)
 
     rules_said = f"{len(rules.thresholds)} thresholds, k={rules.k:.1f}"
-    app.run(readings, judge_batch, f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")
+    app.run(verdicts, judge_batch, f"{args.readings_topic} -> {args.alerts_topic}; {rules_said}")
 
 
 if __name__ == "__main__":

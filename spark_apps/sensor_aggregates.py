@@ -26,10 +26,11 @@ from pikit_spark.app import StreamingApp
 from pikit_spark.common import LOG, streaming_parser
 from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, late_records
 from pikit_spark.metrics import LATEST_STATS
-from pikit_spark.partition_fold import Folded, IdlePartitions, fold_batch
+from pikit_spark.partition_fold import IdlePartitions, batch_line, fold_batch
 from pikit_spark.progress import Steps
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import Record
+from pikit_spark.window_fold import WindowFolder
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -79,7 +80,7 @@ def options() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = options().parse_args(argv)
     topics = [args.aggregates_topic, args.latest_topic, args.late_topic, args.dead_letter_topic]
-    app = StreamingApp.start(APP, args, topics, STATE_SCHEMAS, "stream", folds_in_tasks=True)
+    app = StreamingApp.start(APP, args, topics, STATE_SCHEMAS, "stream")
     app.metrics.export_latest(args.latest_gauge, args.latest_gauge_device)
     timing = Timing(args.window_seconds, args.device_slack_seconds, args.late_horizon_seconds)
     gauged = frozenset(args.latest_gauge_device) if args.latest_gauge else None
@@ -103,58 +104,25 @@ def main(argv: list[str] | None = None) -> None:
     # nothing to close runs no task.
     idle = IdlePartitions()
 
+    folder = WindowFolder(timing, outputs, gauged)
+
     def process(verdicts: DataFrame, batch_id: int) -> None:
         steps = Steps()
         # Each readings partition's share is folded into its state and committed by the task that
         # holds it (pikit_spark/partition_fold.py): the driver plans the batch and counts.
-        batch = app.partition_batch(batch_id, timing, outputs, gauged)
-        folded = fold_batch(verdicts, batch, idle)
+        batch = app.partition_batch(batch_id, folder)
+        folded = app.folded(fold_batch(verdicts, batch, idle), idle, batch)
         steps.done("folded")
-        written = [f for f in folded if f.written is not None]
-        app.metrics.add("windows_closed", sum(f.windows_closed for f in written))
-        app.metrics.add("late_readings", sum(f.late for f in written))
-        app.metrics.add("dead_letters", sum(f.dead for f in written))
-        state_rows = idle.state_rows(batch.slices)
-        if state_rows is not None:
-            app.metrics.set("state_rows", state_rows)
-        app.metrics.latest_windows([window for f in written for window in f.latest])
+        app.metrics.latest_windows([window for f in folded if f.written is not None for window in f.told])
         fire_if_armed(app.checkpoints, AFTER_KAFKA_COMMIT, process_group=True)
         left_out = sorted(set(batch.slices) - {f.partition for f in folded})
-        LOG.info("batch %d: %s; %s", batch_id, told(folded, left_out), steps)
+        LOG.info("batch %d: %s; %s", batch_id, batch_line(folded, folder.counted, left_out), steps)
 
     late_dead = f"late -> {args.late_topic}, dead letters -> {args.dead_letter_topic}"
     timing_said = f"window {timing.window_s}s, device slack {timing.slack_s}s, horizon {timing.horizon_s}s"
     app.run(
         verdicts, process, f"{args.readings_topic} -> {args.aggregates_topic}, {late_dead}; {timing_said}"
     )
-
-
-def told(folded: list[Folded], idle: list[int] | None = None) -> str:
-    """A batch's partitions as its log line tells them: what they wrote, where, what they skipped,
-    and which ran no task (`idle`)."""
-    written = [f for f in folded if f.written is not None]
-    hosts = sorted({f.host for f in folded})
-    said = (
-        f"committed {sum(f.written or 0 for f in written)} records of {len(written)} partitions on "
-        f"{', '.join(hosts) or 'no executor'}: {sum(f.windows_closed for f in written)} windows closed, "
-        f"{sum(f.late for f in written)} late, {sum(f.dead for f in written)} dead letters"
-    )
-    if idle:
-        said += f"; partitions {idle} idle, no task"
-    skipped = sorted(f.partition for f in folded if f.written is None)
-    if skipped:
-        said += f"; partitions {skipped} committed before"
-    read = sorted(f.partition for f in folded if f.state_reads)
-    if read:
-        said += f"; the state of {read} read whole from Kafka"
-    caught_up = sorted(f.partition for f in folded if f.catch_ups)
-    if caught_up:
-        said += f"; the state of {caught_up} caught up with another worker's commits"
-    slowest = max(folded, key=lambda f: f.seconds, default=None)
-    if slowest is not None and slowest.steps:
-        steps = ", ".join(f"{step} {seconds:.2f}s" for step, seconds in slowest.steps)
-        said += f"; slowest partition {slowest.partition} on {slowest.host}: {slowest.seconds:.2f}s ({steps})"
-    return said
 
 
 if __name__ == "__main__":

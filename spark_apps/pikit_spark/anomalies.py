@@ -1,40 +1,26 @@
 """Alerts for readings outside fixed thresholds or far from their rolling baseline.
 
-The baseline is Welford's running count/mean/M2 per device x sensor x metric, its count
-capped at `baseline_n` so that old readings fade out (a rolling baseline). It lives on
-the shared storage, one version per micro-batch (pikit_spark/state.py): a batch replayed
-after a crash reads the version before it and writes its own again, so the baseline
-never counts a reading twice. Readings are judged against the baseline as it was when their
-micro-batch started.
+The baseline is the running count/mean/M2 per device x sensor x metric, its count capped at
+`baseline_n` so that old readings fade out (a rolling baseline). It is state of the device's
+readings partition, folded by the task that holds the partition (pikit_spark/alert_fold.py) and
+committed with the batch's alerts: a batch done again after a crash starts from the state its
+partition committed before it, so the baseline never counts a reading twice. Readings are judged
+against the baseline as it was when their micro-batch started.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row
-from pyspark.sql import functions as F
-
-from pikit_spark.lookup import looked_up
-from pikit_spark.moments import Moments, aggregates, pool
+from pikit_spark.moments import Moments, pool
 from pikit_spark.presence import PRESENCE_SCHEMA
-from pikit_spark.seqs import (
-    BLOCK_KEY,
-    above_marks,
-    at_or_below,
-    block_aggregates,
-    block_columns,
-    once_per_seq,
-)
 from pikit_spark.sink import Record
 from pikit_spark.state import TableRow, Tables
-
-ALERT_SCHEMA_VERSION = 1
-KEY = ["device", "sensor", "metric"]
 
 
 @dataclass(frozen=True)
@@ -69,45 +55,11 @@ class Rules:
     baseline_n: int = 1000  # how many readings the rolling baseline remembers
 
 
-def _threshold_reason(rules: Rules) -> Column:
-    reason = F.lit(None).cast("string")
-    for t in reversed(rules.thresholds):
-        match = (F.col("sensor") == t.sensor) & (F.col("metric") == t.metric)
-        if t.low is not None:
-            reason = F.when(match & (F.col("value") < t.low), F.lit(f"below {t.low:g}")).otherwise(reason)
-        if t.high is not None:
-            reason = F.when(match & (F.col("value") > t.high), F.lit(f"above {t.high:g}")).otherwise(reason)
-    return reason
-
-
-def alerts(readings: DataFrame, baseline: list[TableRow], rules: Rules) -> DataFrame:
-    """Readings that break a threshold or lie more than k stddevs from the baseline's mean
-    (`baseline`: BASELINE_SCHEMA's rows)."""
-    judged = _judged(readings, _by_key(baseline), rules)
-    return judged.where(F.col("reason").isNotNull()).select(
-        *KEY,
-        "seq",
-        "value",
-        "unit",
-        "ts",
-        "reason",
-        F.col("mean").alias("baseline_mean"),
-        F.col("stddev").alias("baseline_stddev"),
-    )
-
-
-@dataclass(frozen=True)
-class Judged:
-    """What one micro-batch produced, on the driver."""
-
-    alerts: list[dict[str, Any]]  # `alerts`' columns
-    state: Tables  # the next version of STATE_SCHEMAS, presence unchanged
-    seen: frozenset[str]  # the devices with fresh readings in the batch
-
-
-# The kinds of row in a batch's summary (see _summarize).
-_BASELINE, _ALERT = "baseline", "alert"
-_ALERT_COLUMNS = ["seq", "value", "unit", "ts", "reason", "baseline_mean", "baseline_stddev"]
+# A valid reading as the judgement takes it: READING_COLUMNS first (a task's row has more).
+Reading = Sequence[Any]
+READING_COLUMNS = ("device", "sensor", "metric", "seq", "value", "unit", "ts")
+ALERT_SCHEMA_VERSION = 1
+KEY = ["device", "sensor", "metric"]
 BASELINE_SCHEMA = "device string, sensor string, metric string, n double, mean double, m2 double"
 DEVICES_SCHEMA = "device string, high_seq long"
 # The device x sensor x metric whose last reading was out of bounds: an excursion under way.
@@ -120,73 +72,98 @@ STATE_SCHEMAS = {
 }
 
 
-def judge(readings: DataFrame, state: Tables, rules: Rules) -> Judged:
-    """One micro-batch of valid readings and the state before it (the last committed batch's) ->
-    the alerts, the next baseline and seq marks.
+@dataclass(frozen=True)
+class Judged:
+    """What one micro-batch of some devices' readings produced."""
 
-    The batch is read once, into a summary whose size follows the baseline's keys and the
-    alerts, not the readings: per device x sensor x metric the batch's count/mean/M2, highest
-    seq and lowest and highest value, and a row per threshold alert. It is fetched to the
-    driver in the same Spark job and folded into the state there. That read joins neither the
-    baseline nor the devices' seq marks (each would be a broadcast, a Spark job of its own in
-    every batch); the driver finds the devices whose rows they may change (`undecided`), and
-    only those are read again, with the marks and baseline of those devices in the plan. Each
-    reading counts once (pikit_spark/seqs.py)."""
+    alerts: list[dict[str, Any]]  # the excursions' first readings: the alerts topic's columns, readings_out
+    state: Tables  # the next version of STATE_SCHEMAS, presence unchanged
+    seen: frozenset[str]  # the devices with fresh readings in the batch
+
+
+def judge(readings: Iterable[Reading], state: Tables, rules: Rules) -> Judged:
+    """One micro-batch of valid readings (READING_COLUMNS, in any order) and their devices' state
+    before it -> the alerts and the next baseline, seq marks and excursions.
+
+    A reading at or below its device's seq mark is a resend, and a seq twice in the batch counts
+    once (a device's readings arrive in seq order; a resend follows an agent's crash). Each fresh
+    reading is judged against its key's baseline as the batch began; then the batch's readings
+    of each key are pooled into it."""
     marks: dict[str, int] = dict(state["devices"])
-    baseline = _by_key(state["baseline"])
-
-    def undecided(fetched: list[Row]) -> set[str]:
-        """The devices with a reading at or below their seq mark (a resend), an alert (whose
-        record carries its baseline), or a value that may lie k stddevs from its baseline."""
-        found = set()
-        for row in fetched:
-            device = row["device"]
-            resent = at_or_below(marks, device, row["low_seq"])
-            if resent or row["kind"] == _ALERT:
-                found.add(device)
-            elif row["kind"] == _BASELINE:
-                moments = baseline.get((device, row["sensor"], row["metric"]))
-                if _may_deviate(moments, (row["value"], row["max_value"]), rules):
-                    found.add(device)
-        return found
-
-    def known(devices: list[str]) -> _Known:
-        chosen = set(devices)
-        return _Known(
-            {d: seq for d, seq in marks.items() if d in chosen},
-            {key: moments for key, moments in baseline.items() if key[0] in chosen},
-        )
-
-    summary = once_per_seq(
-        _summarize(readings, None, rules, seq_blocks=True),
-        readings,
-        lambda again, devices: _summarize(again, known(devices), rules, seq_blocks=False),
-        undecided=undecided,
+    fresh: dict[tuple[str, int], Reading] = {}
+    for reading in readings:
+        device, seq = reading[0], reading[3]
+        if device not in marks or seq > marks[device]:
+            fresh.setdefault((device, seq), reading)
+    baseline = {(row[0], row[1], row[2]): (row[3], row[4], row[5]) for row in state["baseline"]}
+    limits = _limits(rules)
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    calm: dict[tuple[str, str, str], tuple[int, int]] = {}  # the first and last seq within bounds
+    values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for reading in fresh.values():
+        device, sensor, metric, seq, value, unit, ts = reading[:7]
+        key = (device, sensor, metric)
+        values[key].append(value)
+        moments = baseline.get(key)
+        reason = _threshold_reason(limits.get((sensor, metric), ()), value)
+        mean = stddev = None
+        if moments is not None:
+            n, mean, m2 = moments
+            stddev = math.sqrt(m2 / n)
+            if reason is None and n >= rules.min_samples and stddev > 0:
+                z = abs(value - mean) / stddev
+                if z > rules.k:
+                    reason = f"{z:.1f} standard deviations from the baseline mean {mean:.3f}"
+        if reason is None:
+            first, last = calm.get(key, (seq, seq))
+            calm[key] = (min(first, seq), max(last, seq))
+        else:
+            alert = {"device": device, "sensor": sensor, "metric": metric, "seq": seq, "value": value}
+            alert |= {"unit": unit, "ts": ts, "reason": reason}
+            out[key].append(alert | {"baseline_mean": mean, "baseline_stddev": stddev})
+    found, excursions = excursion_starts(
+        [alert for alerts in out.values() for alert in alerts], calm, state.get("excursions", [])
     )
-    out = [{c: row[c] for c in (*KEY, *_ALERT_COLUMNS)} for row in summary if row["kind"] == _ALERT]
-    calm = {
-        tuple(row[c] for c in KEY): (row["first_calm_seq"], row["calm_seq"])
-        for row in summary
-        if row["kind"] == _BASELINE and row["calm_seq"] is not None
-    }
-    found, excursions = excursion_starts(out, calm, state.get("excursions", []))
-    for row in summary:
-        if row["kind"] != _BASELINE:
-            continue
-        key = (row["device"], row["sensor"], row["metric"])
-        batch = (float(row["n"]), row["mean"], row["m2"])
-        baseline[key] = _capped(pool(baseline[key], batch) if key in baseline else batch, rules)
-        marks[row["device"]] = max(row["high_seq"], marks.get(row["device"], row["high_seq"]))
-    baseline_rows: list[TableRow] = [(*key, *kept) for key, kept in sorted(baseline.items())]
-    seen = frozenset(row["device"] for row in summary if row["kind"] == _BASELINE)
-    # Presence is the app's to advance (pikit_spark/presence.py): passed on as it was.
+    for key, batch in values.items():
+        moments = _moments(batch)
+        baseline[key] = _capped(pool(baseline[key], moments) if key in baseline else moments, rules)
+    for device, seq in fresh:
+        marks[device] = max(seq, marks.get(device, seq))
     tables: Tables = {
-        "baseline": baseline_rows,
+        "baseline": [(*key, *kept) for key, kept in sorted(baseline.items())],
         "devices": sorted(marks.items()),
         "excursions": excursions,
+        # Presence is the fold's to advance (pikit_spark/presence.py): passed on as it was.
         "presence": state.get("presence", []),
     }
-    return Judged(found, tables, seen)
+    return Judged(found, tables, frozenset(device for device, _ in fresh))
+
+
+Limit = tuple[float | None, float | None]  # a threshold's low and high bounds
+
+
+def _limits(rules: Rules) -> dict[tuple[str, str], list[Limit]]:
+    """The thresholds by sensor and metric, in the order given: the first one broken names the reason."""
+    limits: dict[tuple[str, str], list[Limit]] = defaultdict(list)
+    for t in rules.thresholds:
+        limits[(t.sensor, t.metric)].append((t.low, t.high))
+    return limits
+
+
+def _threshold_reason(limits: Iterable[Limit], value: float) -> str | None:
+    for low, high in limits:
+        if high is not None and value > high:
+            return f"above {high:g}"
+        if low is not None and value < low:
+            return f"below {low:g}"
+    return None
+
+
+def _moments(values: list[float]) -> Moments:
+    """n, mean and M2 of a key's readings in the batch."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return float(n), mean, math.fsum((v - mean) ** 2 for v in values)
 
 
 def excursion_starts(
@@ -231,144 +208,6 @@ def _capped(baseline: Moments, rules: Rules) -> Moments:
     n, mean, m2 = baseline
     scale = min(1.0, rules.baseline_n / n)
     return n * scale, mean, m2 * scale
-
-
-@dataclass(frozen=True)
-class _Known:
-    """The seq marks and baseline of the devices that a batch reads again."""
-
-    marks: dict[str, int]
-    baseline: dict[tuple[str, str, str], Moments]
-
-
-def _summarize(readings: DataFrame, known: _Known | None, rules: Rules, *, seq_blocks: bool) -> DataFrame:
-    """A row per device x sensor x metric (kind "baseline"), per alert (kind "alert"), and, with
-    `seq_blocks`, per block of 64 seqs of a device (kind null); numbers only as aggregates,
-    so that Spark aggregates in a hash map. Without `known`, no reading is dropped as a resend
-    and none is judged against a baseline: only thresholds alert."""
-    if known is None:
-        fresh = readings
-    else:
-        fresh = above_marks(readings, {device: (seq,) for device, seq in known.marks.items()})
-    judged = _judged(fresh, None if known is None else known.baseline, rules)
-    plan = _summary_plan(seq_blocks)
-    keyed = judged.select(*plan.keyed)
-    summary = keyed.groupingSets(plan.grouping_sets, *plan.grouped).agg(*plan.aggregates)
-    return summary.where(plan.kept).select(*plan.out)
-
-
-@dataclass(frozen=True)
-class _SummaryPlan:
-    """The summary's columns: `keyed` selected from the judged readings, grouped by `grouped`
-    in `grouping_sets`, into `aggregates`; of those, the rows where `kept` holds, as `out`."""
-
-    keyed: list[Column]
-    grouping_sets: list[list[Column]]
-    grouped: list[Column]
-    aggregates: list[Column]
-    kept: Column
-    out: list[Column]
-
-
-# Each PySpark function is a round trip to the driver's JVM: the summary's columns, the same in
-# every micro-batch, are built once (pikit_spark/device_windows.py measured the cost).
-@functools.cache
-def _summary_plan(seq_blocks: bool) -> _SummaryPlan:
-    alert = F.col("reason").isNotNull()
-    keyed = [
-        *(F.col(c) for c in (*KEY, "seq", "value", "ts")),
-        F.lit(_BASELINE).alias("kind"),
-        # An alert is also a group of its own (its reading still counts in the baseline).
-        *(F.when(alert, F.col(c)).alias(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]),
-        F.col("mean").alias("baseline_mean"),
-        F.col("stddev").alias("baseline_stddev"),
-        # The seq of a reading within its bounds: the first ends an excursion under way before
-        # the batch, the last says whether one is under way after it.
-        F.when(~alert, F.col("seq")).alias("calm"),
-        *block_columns(F.lit(True)),
-    ]
-    by_key = [F.col(c) for c in ("kind", *KEY)]
-    by_alert = [F.col(f"a_{c}") for c in [*KEY, "seq", "unit", "reason"]]
-    blocks = [F.col(c) for c in BLOCK_KEY]
-    sets = [by_key, by_alert, blocks] if seq_blocks else [by_key, by_alert]
-    aggregated = [
-        *aggregates("value"),
-        F.max("seq").alias("high_seq"),
-        F.min("seq").alias("low_seq"),
-        F.min("calm").alias("first_calm_seq"),
-        F.max("calm").alias("calm_seq"),
-        F.min("value").alias("value"),
-        F.max("value").alias("max_value"),
-        F.min("ts").alias("ts"),
-        F.min("baseline_mean").alias("baseline_mean"),
-        F.min("baseline_stddev").alias("baseline_stddev"),
-        *block_aggregates(),
-    ]
-    # The readings that raise no alert make one group of nulls in `by_alert`: dropped.
-    is_alert = F.col("a_seq").isNotNull()
-    kind = F.when(F.col("kind").isNotNull(), F.col("kind")).when(is_alert, F.lit(_ALERT))
-    out = [
-        kind.alias("kind"),
-        *(F.coalesce(c, f"a_{c}").alias(c) for c in KEY),
-        *(F.col(c) for c in ["seq_block", "n", "mean", "m2", "high_seq", "low_seq"]),
-        *(F.col(c) for c in ["first_calm_seq", "calm_seq", "seq_bits"]),
-        *(F.col(f"a_{c}").alias(c) for c in ("seq", "unit", "reason")),
-        *(F.col(c) for c in ["value", "max_value", "ts", "baseline_mean", "baseline_stddev"]),
-    ]
-    kept = kind.isNotNull() | F.col("seq_block").isNotNull()
-    return _SummaryPlan(keyed, sets, [*by_key, *by_alert, F.col("seq_block")], aggregated, kept, out)
-
-
-_MOMENTS = "struct<n:double,mean:double,m2:double>"
-
-
-def _judged(
-    readings: DataFrame, baseline: dict[tuple[str, str, str], Moments] | None, rules: Rules
-) -> DataFrame:
-    """The readings beside their baseline (mean, stddev) and the reason they alert, or null.
-    Without a baseline (None), only the thresholds alert."""
-    # One step of plan (each is analyzed again, 30-60 ms on the lab): the baseline's fields
-    # are read from the looked-up struct where they are used.
-    if baseline is None:
-        return readings.select(*readings.columns, *_thresholds_only(rules))
-    moments = looked_up(readings, baseline, KEY, _MOMENTS, "_moments")
-    n, mean, m2 = (F.col(f"_moments.{c}") for c in ("n", "mean", "m2"))
-    stddev = F.sqrt(m2 / n)
-    z = F.abs(F.col("value") - mean) / stddev
-    deviation = F.when(
-        (n >= rules.min_samples) & (stddev > 0) & (z > rules.k),
-        F.format_string("%.1f standard deviations from the baseline mean %.3f", z, mean),
-    )
-    reason = F.coalesce(_threshold_reason(rules), deviation)
-    return moments.select(
-        *readings.columns, mean.alias("mean"), stddev.alias("stddev"), reason.alias("reason")
-    )
-
-
-@functools.lru_cache(maxsize=4)
-def _thresholds_only(rules: Rules) -> list[Column]:
-    """mean and stddev (null) and the reason, of a judgement without a baseline: the same in
-    every micro-batch, so built once."""
-    nulls = F.lit(None).cast("double")
-    return [nulls.alias("mean"), nulls.alias("stddev"), _threshold_reason(rules).alias("reason")]
-
-
-def _by_key(rows: list[TableRow]) -> dict[tuple[str, str, str], Moments]:
-    return {(row[0], row[1], row[2]): (row[3], row[4], row[5]) for row in rows}
-
-
-def _may_deviate(moments: Moments | None, values: tuple[float, float], rules: Rules) -> bool:
-    """Whether a value between these two may lie more than k stddevs from the baseline's mean,
-    as `_judged` decides it. The distance grows with the value on either side of the mean, so
-    the lowest and highest values decide for all; the bound is a hair lower than `_judged`'s,
-    so that no difference in rounding between Python and the JVM hides an alert."""
-    if moments is None:
-        return False
-    n, mean, m2 = moments
-    if n < rules.min_samples or m2 <= 0:
-        return False
-    stddev = math.sqrt(m2 / n)
-    return any(abs(value - mean) / stddev > rules.k * (1 - 1e-9) for value in values)
 
 
 def as_kafka_records(found: list[dict[str, Any]]) -> list[Record]:

@@ -8,7 +8,7 @@ import argparse
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from pikit_contract.watchdog import Watchdog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from pikit_spark.batches import CommittedBatch, driver_host, ensure_internal_topics, readings_partitions
+from pikit_spark.batches import driver_host, ensure_internal_topics, readings_partitions
 from pikit_spark.changelog import KafkaState
 from pikit_spark.common import (
     LOG,
@@ -35,15 +35,13 @@ from pikit_spark.common import (
     setup_logging,
     start_batches,
 )
-from pikit_spark.device_windows import Timing
 from pikit_spark.leadership import Leadership
 from pikit_spark.metrics import AppMetrics
-from pikit_spark.partition_fold import Outputs, PartitionBatch, Writer
+from pikit_spark.partition_fold import Folded, Folder, IdlePartitions, PartitionBatch, Writer
 from pikit_spark.partition_sink import Slice, fence
 from pikit_spark.progress import log_progress
-from pikit_spark.sink import Change, TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
+from pikit_spark.sink import TransactionalSink, batch_end_offsets, batch_timestamp, starting_offsets
 from pikit_spark.standalone_master import settle_with_master
-from pikit_spark.state import Tables
 
 # How often a running app looks at its keyring file: a revoked device's forgeries are counted
 # until its next look and batch (the brokers refuse the device itself first).
@@ -53,24 +51,14 @@ KEYRING_POLL_S = 5
 KEYRING_WAIT_S = 15
 
 
-@dataclass(frozen=True)
-class OpenBatch:
-    """A micro-batch about to be computed: its id, its timestamp (what "now" means to it, the same
-    on a replay) and where it stops reading each readings partition."""
-
-    id: int
-    timestamp: float
-    source: dict[TopicPartition, int]
-
-
 @dataclass
 class StreamingApp:
     name: str
     instance: str  # the app's name in Kafka (--instance): transactional id, group, internal topics
     args: argparse.Namespace  # streaming_parser's options and the app's own
     spark: SparkSession
-    sink: TransactionalSink  # every output topic, the state's changes and the batch log, per batch
-    state: KafkaState  # the state of the last committed batch
+    sink: TransactionalSink  # the app's own writer: its retries, its group's offsets, its fence
+    state: KafkaState  # the state topic (each partition's task reads its own)
     checkpoints: str  # a scratch directory on the driver's own disk
     query_dir: str  # the query's Spark checkpoint, in it
     starting: str  # where the query starts: the offsets the app committed last
@@ -90,15 +78,11 @@ class StreamingApp:
         outputs: list[str],
         schemas: dict[str, str],
         stream: str,
-        *,
-        folds_in_tasks: bool = False,
     ) -> StreamingApp:
-        """The app, resumed from what Kafka holds: the last committed batch's state and source
-        offsets. Anything an earlier driver left on any disk is neither needed nor read: its
-        producer is fenced first, and Spark's checkpoint starts empty.
-
-        An app that `folds_in_tasks` (pikit_spark/partition_fold.py) reads no state here: each
-        partition's task reads its own. Its partitions' writers are fenced instead, so that an
+        """The app, resumed from what Kafka holds: the source offsets its partitions committed last.
+        Anything an earlier driver left on any disk is neither needed nor read, and Spark's
+        checkpoint starts empty. The state is not read here: each readings partition's task reads
+        its own (pikit_spark/partition_fold.py). Every earlier writer is fenced first, so that an
         earlier driver's task still in flight fails at once."""
         setup_logging(args.log_level)
         # First, before the session: on a loaded Pi the JVM and the session take most of a minute
@@ -140,22 +124,16 @@ class StreamingApp:
         metrics.set("active", 1)
 
         def resume() -> tuple[dict[TopicPartition, int], KafkaState]:
-            sink.producer()  # fences every earlier driver of the app: what is committed now stays so
-            if folds_in_tasks:
-                fence(instance, partitions, reachable())
+            # The app's own transactional id (a driver of a release that wrote from the driver) and
+            # each partition's: what is committed now stays so.
+            sink.producer()
+            fence(instance, partitions, reachable())
             committed = sink.committed_source([TopicPartition(args.readings_topic, p) for p in partitions])
-            state = KafkaState(state_topic, schemas, reachable())
-            if not folds_in_tasks:
-                state.before()  # the topic read to its end, once
-            return committed, state
+            return committed, KafkaState(state_topic, schemas, reachable())
 
         # Retried as a batch's write is: a driver started while the brokers are away waits for them.
         committed, state = sink.with_retries("resuming from Kafka", resume)
-        held = (
-            "the state in its partitions' tasks"
-            if folds_in_tasks
-            else f"{sum(len(r) for r in state.before().values())} state rows"
-        )
+        held = "the state in its partitions' tasks"
         starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
         query_dir = f"{checkpoints}/{stream}"
         shutil.rmtree(query_dir, ignore_errors=True)
@@ -194,21 +172,10 @@ class StreamingApp:
         kafka = kafka_options(self.args.kafka_properties)
         return read_topic(self.spark, kafka, self.args.readings_topic, self.args, self.starting)
 
-    def open_batch(self, batch_id: int) -> OpenBatch | None:
-        """The batch to compute, or None when Kafka holds it already (a batch replayed after its
-        commit): its outputs and state are in, and computing it again would cost a read."""
-        source = self._read_to(batch_id)
-        if self.sink.covers(source):
-            LOG.info("batch %d: committed before; skipped", batch_id)
-            return None
-        return OpenBatch(batch_id, batch_timestamp(self.query_dir, batch_id), source)
-
-    def partition_batch(
-        self, batch_id: int, timing: Timing, outputs: Outputs, gauged: frozenset[str] | None = None
-    ) -> PartitionBatch:
-        """The micro-batch as the tasks of its readings partitions fold it (an app started with
-        `folds_in_tasks`): each partition's slice, from the previous batch's end (the offsets the
-        app resumed from, for the query's first) to this one's, from Spark's offset log."""
+    def partition_batch(self, batch_id: int, folder: Folder) -> PartitionBatch:
+        """The micro-batch as the tasks of its readings partitions fold it: each partition's slice,
+        from the previous batch's end (the offsets the app resumed from, for the query's first) to
+        this one's, from Spark's offset log."""
         ends = self._read_to(batch_id)
         before = batch_id - 1
         starts = self._read_to(before) if (Path(self.query_dir) / "offsets" / str(before)).exists() else {}
@@ -225,7 +192,17 @@ class StreamingApp:
             {"failpoints": self.checkpoints},
         )
         at = batch_timestamp(self.query_dir, batch_id)
-        return PartitionBatch(batch_id, at, timing, slices, writer, outputs, log, driver_host(), gauged)
+        return PartitionBatch(batch_id, at, slices, writer, folder, log, driver_host())
+
+    def folded(self, folded: list[Folded], idle: IdlePartitions, batch: PartitionBatch) -> list[Folded]:
+        """A partition batch's folds (partition_fold.fold_batch's) counted in the app's metrics."""
+        written = [f for f in folded if f.written is not None]
+        for name in batch.folder.counted:
+            self.metrics.add(name, sum(f.counts.get(name, 0) for f in written))
+        state_rows = idle.state_rows(batch.slices)
+        if state_rows is not None:
+            self.metrics.set("state_rows", state_rows)
+        return folded
 
     def _read_to(self, batch_id: int) -> dict[TopicPartition, int]:
         """Where the batch stops reading each readings partition."""
@@ -234,32 +211,6 @@ class StreamingApp:
             for tp, offset in batch_end_offsets(self.query_dir, batch_id).items()
             if tp.topic == self.args.readings_topic
         }
-
-    def commit(self, batch: OpenBatch, outputs: Mapping[str, Iterable[Change]], after: Tables) -> bool:
-        """The batch's outputs, its state changes, its source offsets and its line in the batch
-        log, in one transaction; then `after` is the state. False when it was committed before."""
-        logged = CommittedBatch(
-            self.instance,
-            batch.id,
-            batch.timestamp,
-            {tp.partition: o for tp, o in batch.source.items()},
-            driver_host(),
-        )
-        written = self.sink.write(
-            batch.id,
-            {
-                **outputs,
-                self.state.topic: self.state.changes_to(after),
-                spark_batches_topic(self.instance): [logged.record()],
-            },
-            batch.source,
-        )
-        if written is None:
-            self.state.forget()  # another driver committed it: read the state again
-            return False
-        self.state.committed()
-        self.metrics.set("state_rows", sum(len(rows) for rows in after.values()))
-        return True
 
     def run(self, frame: Callable[[Keyring | None], DataFrame], process: BatchFunction, what: str) -> None:
         """Each micro-batch of `frame` (planned with the keyring) to `process` until the query

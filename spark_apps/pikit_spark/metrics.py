@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -111,7 +111,7 @@ class AppMetrics(StreamingQueryListener):
         self._lock = threading.Lock()
         self._queries: dict[str, QueryProgress] = {}
         self._values: dict[str, float] = dict.fromkeys(APP_SERIES, 0.0)
-        self._devices: list[tuple[str, float, bool]] = []
+        self._devices: dict[str, tuple[float, bool]] = {}
         self._keyring: tuple[str, list[str]] | None = None
         # The newest closed window of each exported series (latest_windows), and what of it.
         self._latest: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -193,23 +193,23 @@ class AppMetrics(StreamingQueryListener):
                 if held is None or window["window_start"] > held["window_start"]:
                     self._latest[series] = window
 
-    def devices(self, presence: list[tuple[str, float, bool]], batch_started: float) -> None:
-        """Each device's presence after a batch that started at `batch_started`, and whether the
-        app holds it silent: what a Prometheus alert on a quiet device reads. A device seen in
-        this batch is exported as seen now, when the batch has done with its readings: the
-        state's processing time is the batch's start, and two slow batches in a row would make
-        a healthy fleet look quiet for their sum."""
+    def devices(self, presence: Iterable[tuple[str, float, bool]], batch_started: float) -> None:
+        """Devices' presence after a batch that started at `batch_started` (those it changed: each
+        partition's task tells its own), and whether the app holds each silent: what a Prometheus
+        alert on a quiet device reads. A device seen in this batch is exported as seen now, when
+        the batch has done with its readings: the state's processing time is the batch's start,
+        and two slow batches in a row would make a healthy fleet look quiet for their sum."""
         now = time.time()
         with self._lock:
-            seen_at = {d: at for d, at, _ in self._devices}
-            self._devices = [
-                (str(d), now if seen >= batch_started else seen_at.get(str(d), float(seen)), bool(silent))
-                for d, seen, silent in presence
-            ]
+            for device, seen, silent in presence:
+                held = self._devices.get(str(device))
+                at = now if seen >= batch_started else held[0] if held else float(seen)
+                self._devices[str(device)] = (at, bool(silent))
 
     def exposition(self) -> str:
         with self._lock:
-            queries, values, devices = list(self._queries.values()), dict(self._values), list(self._devices)
+            queries, values = list(self._queries.values()), dict(self._values)
+            devices = [(d, at, silent) for d, (at, silent) in sorted(self._devices.items())]
             keyring = self._keyring
             latest, stats = sorted(self._latest.items()), self._latest_stats
         return (

@@ -30,24 +30,22 @@ from __future__ import annotations
 import functools
 import math
 import socket
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kafka import KafkaConsumer
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pikit_spark.batches import CommittedBatch
-from pikit_spark.device_windows import Advance, Timing, fold, horizon_at, idle_through, summarize, undecided
 from pikit_spark.partition_sink import Slice, for_partition
-from pikit_spark.seqs import repeating
 from pikit_spark.sink import Change, FoldDeferred
 from pikit_spark.state import Tables
 
-# A partition's closed windows, late readings and dead letters -> its records by output topic.
-Outputs = Callable[[Advance], Mapping[str, Iterable[Change]]]
-# A device's high-water mark and the window end through which it is closed, as summarize takes them.
+# A device's marks, as a second read takes them (the Folder's own: sensor_aggregates' high-water
+# mark and the window end through which the device is closed).
 Mark = tuple[int, int]
 # The column of a fold's input that gives every row its partition's count of rows.
 TOLD = "rows_of_partition"
@@ -69,23 +67,65 @@ class Writer:
 
 
 @dataclass(frozen=True)
+class Step:
+    """What a partition's fold made of its rows and its state before them."""
+
+    outputs: Mapping[str, Sequence[Change]]  # records by output topic
+    state: Tables  # the partition's state after the batch
+    counts: Mapping[str, int] = field(default_factory=dict)  # the app's counters (metric names)
+    # The clock (Folder.clock) up to which a fold of no rows leaves `state` as it is and writes
+    # nothing: IdlePartitions runs no task for the partition until the batch's clock passes it.
+    idle_through: float = -math.inf
+    told: tuple[Any, ...] = ()  # what else the driver wants to know of the fold (the app's own)
+
+
+class Folder(ABC):
+    """What an app's partition tasks do with a micro-batch: the rows each task is given, and how
+    it folds them into its partition's state. Shipped to the executors with the batch."""
+
+    # The app's counters (Step.counts' names, its metrics) and how the batch's log line says them.
+    counted: ClassVar[Mapping[str, str]] = {}
+
+    @abstractmethod
+    def clock(self, processed_at: float) -> float:
+        """The batch's time as Step.idle_through counts it."""
+
+    @abstractmethod
+    def rows(self, verdicts: DataFrame, partitions: int, batch: PartitionBatch) -> DataFrame:
+        """The batch's verdicts as its tasks' input: in `partitions` Spark partitions (`route`), each
+        row with its readings `partition` and its `route`."""
+
+    @abstractmethod
+    def fold(self, rows: list[Row], state: Tables, batch: PartitionBatch, k: int, *, second: bool) -> Step:
+        """Partition k's rows (all of them) into its state. May raise SecondRead (not on a `second`
+        read): devices to read again with their marks."""
+
+    def again(self, resent: DataFrame, known: Mapping[str, Mark], batch: PartitionBatch) -> DataFrame:
+        """A second read's input: the resent devices' verdicts (routed, once per seq) with the marks of
+        those the state knows, in `rows`' columns."""
+        raise NotImplementedError(f"{type(self).__name__} reads no batch twice")
+
+
+@dataclass(frozen=True)
 class PartitionBatch:
     """One micro-batch as every task of it is told: its id, its processing time, the slice of
     each readings partition it read, where to write and what."""
 
     batch_id: int
     processed_at: float
-    timing: Timing
     slices: Mapping[int, Slice]
     writer: Writer
-    outputs: Outputs
+    folder: Folder
     # The app's batch log (pikit_spark/batches.py), which gets a record of each partition's commit
     # that read something or wrote something, naming the driver; None: no log.
     log: str | None = None
     driver: str = ""
-    # The devices whose newest closed windows a task returns, for the driver's gauges (empty: every
-    # device); None: none.
-    gauged: frozenset[str] | None = None
+    # The partitions whose commits this driver has not heard of (IdlePartitions): a fold that tells
+    # the driver what changed tells it all of its state there. None: all of them.
+    unheard: frozenset[int] | None = None
+
+    def heard(self, k: int) -> bool:
+        return self.unheard is not None and k not in self.unheard
 
 
 @dataclass(frozen=True)
@@ -94,9 +134,7 @@ class Folded:
 
     partition: int
     written: int | None  # records committed; None: the group held the slice's end already
-    windows_closed: int = 0
-    late: int = 0
-    dead: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)  # Step.counts
     state_reads: int = 0  # 1 when the worker held no state of the partition, and read it whole
     catch_ups: int = 0  # 1 when it held an older one, and read the commits since
     host: str = ""  # the executor's
@@ -104,9 +142,8 @@ class Folded:
     # again when it was retried).
     steps: tuple[tuple[str, float], ...] = ()
     state_rows: int = 0  # the partition's, after the batch
-    # device_windows.idle_through of the partition's state after the batch; -inf: not known.
-    idle_through: float = -math.inf
-    latest: tuple[dict[str, Any], ...] = ()  # the closed windows of the gauged devices
+    idle_through: float = -math.inf  # Step.idle_through; -inf: not known
+    told: tuple[Any, ...] = ()  # Step.told
     # The devices to read again, with the marks of those the state knows; None: folded.
     again: dict[str, Mark | None] | None = None
 
@@ -171,12 +208,16 @@ class IdlePartitions:
 
     def needed(self, batch: PartitionBatch) -> list[int]:
         """The partitions whose task the batch must run."""
-        horizon_end = horizon_at(batch.processed_at, batch.timing)
+        clock = batch.folder.clock(batch.processed_at)
         return sorted(
             k
             for k, part in batch.slices.items()
-            if part.start != part.end or horizon_end > self._through.get(k, -math.inf)
+            if part.start != part.end or clock > self._through.get(k, -math.inf)
         )
+
+    def unheard(self, partitions: Iterable[int]) -> frozenset[int]:
+        """Those of the partitions whose last commit this driver has not learned."""
+        return frozenset(k for k in partitions if k not in self._through)
 
     def learn(self, folded: Iterable[Folded]) -> None:
         for f in folded:
@@ -205,7 +246,8 @@ def fold_batch(
     `idle`, the partitions it finds idle run no task, and have no Folded."""
     if idle is None:
         return _fold_batch(verdicts, batch)
-    needed = replace(batch, slices={k: batch.slices[k] for k in idle.needed(batch)})
+    chosen = idle.needed(batch)
+    needed = replace(batch, slices={k: batch.slices[k] for k in chosen}, unheard=idle.unheard(chosen))
     if not needed.slices:
         return []
     try:
@@ -220,8 +262,7 @@ def fold_batch(
 def _fold_batch(verdicts: DataFrame, batch: PartitionBatch, partitions: int | None = None) -> list[Folded]:
     """fold_batch of `batch.slices` alone, of `partitions` readings partitions (all by default)."""
     partitions = partitions or len(batch.slices)
-    horizon_end = horizon_at(batch.processed_at, batch.timing)
-    summary = summarize(route(verdicts, partitions), {}, horizon_end, batch.timing, by_partition=True)
+    summary = batch.folder.rows(verdicts, partitions, batch)
     first = _fold(summary, batch, second=False)
     deferred = [f for f in first if f.again is not None]
     if not deferred:
@@ -232,7 +273,7 @@ def _fold_batch(verdicts: DataFrame, batch: PartitionBatch, partitions: int | No
         ["device", "seq"]
     )
     known = {device: mark for device, mark in marks.items() if mark is not None}
-    again = summarize(resent, known, horizon_end, batch.timing, by_partition=True)
+    again = batch.folder.again(resent, known, batch)
     others = F.col("device").isNull() | ~F.col("device").isin(sorted(marks))
     kept = summary.where(F.col("partition").isin(parts) & others)
     redo = replace(batch, slices={k: batch.slices[k] for k in parts})
@@ -278,7 +319,7 @@ def complete(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool) ->
     longer holds those records (deleted by retention: Spark reported the loss as it read)."""
     told = {row[TOLD] for row in rows}
     if rows and told == {len(rows)}:
-        return [row for row in rows if row["kind"] != END]
+        return [row for row in rows if row["kind"] != END] if second else rows
     part = batch.slices[k]
     if not rows and not second and (part.start == part.end or _gone(batch.writer, part)):
         return []
@@ -299,8 +340,8 @@ def _gone(writer: Writer, part: Slice) -> bool:
 
 
 def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bool = False) -> Folded:
-    """Readings partition k's summary rows folded into its state and committed (in the task that
-    holds them). On a `second` read its resent devices come summarized once per seq."""
+    """Readings partition k's rows folded into its state and committed (in the task that holds
+    them), by the batch's Folder."""
     rows = complete(batch, k, rows, second=second)
     strays = {row["partition"] for row in rows} - {k}
     if strays:
@@ -316,17 +357,12 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
         **writer.options,
     )
     reads, catch_ups = sink.state_reads, sink.catch_ups
-    done: list[Advance] = []
+    done: list[Step] = []
 
     def folded(state: Tables) -> tuple[Mapping[str, Iterable[Change]], Tables]:
-        if not second:
-            resent = repeating(rows) | undecided(rows, state["devices"], batch.timing)
-            if resent:
-                known = {device: (seq, closed) for device, seq, _, closed in state["devices"]}
-                raise SecondRead({device: known.get(device) for device in sorted(resent)})
-        step = fold(rows, state, batch.processed_at, batch.timing)
+        step = batch.folder.fold(rows, state, batch, k, second=second)
         done.append(step)
-        return {**batch.outputs(step), **_logged(batch, k, step)}, step.state
+        return {**step.outputs, **_logged(batch, k, step)}, step.state
 
     try:
         written = sink.commit(batch.batch_id, batch.slices[k], folded)
@@ -345,23 +381,48 @@ def fold_partition(batch: PartitionBatch, k: int, rows: list[Row], *, second: bo
     if written is None or not done:
         return told
     step = done[-1]
-    gauged = batch.gauged
     return replace(
         told,
-        windows_closed=len(step.closed),
-        late=len(step.late),
-        dead=len(step.dead),
+        counts=dict(step.counts),
         state_rows=sum(len(rows) for rows in step.state.values()),
-        idle_through=idle_through(step.state),
-        latest=() if gauged is None else tuple(w for w in step.closed if not gauged or w["device"] in gauged),
+        idle_through=step.idle_through,
+        told=step.told,
     )
 
 
-def _logged(batch: PartitionBatch, k: int, step: Advance) -> dict[str, list[Change]]:
+def _logged(batch: PartitionBatch, k: int, step: Step) -> dict[str, list[Change]]:
     """The batch log's record of partition k's commit, when it read or wrote something: a partition
-    that read nothing and closed nothing may commit only its state (a replay of it, nothing)."""
+    that read nothing and wrote nothing may commit only its state (a replay of it, nothing)."""
     part = batch.slices[k]
-    if batch.log is None or (part.start == part.end and not (step.closed or step.late or step.dead)):
+    if batch.log is None or (part.start == part.end and not any(step.outputs.values())):
         return {}
     logged = CommittedBatch(batch.writer.app, batch.batch_id, batch.processed_at, {k: part.end}, batch.driver)
     return {batch.log: [logged.record()]}
+
+
+def batch_line(folded: list[Folded], counted: Mapping[str, str], idle: list[int] | None = None) -> str:
+    """A batch's partitions as its log line tells them: what they wrote (`counted`: Folder.counted),
+    where, what they skipped, and which ran no task (`idle`): what an operator reads of a slow batch."""
+    written = [f for f in folded if f.written is not None]
+    hosts = sorted({f.host for f in folded})
+    counts = ", ".join(f"{sum(f.counts.get(n, 0) for f in written)} {said}" for n, said in counted.items())
+    line = (
+        f"committed {sum(f.written or 0 for f in written)} records of {len(written)} partitions on "
+        f"{', '.join(hosts) or 'no executor'}: {counts}"
+    )
+    if idle:
+        line += f"; partitions {idle} idle, no task"
+    skipped = sorted(f.partition for f in folded if f.written is None)
+    if skipped:
+        line += f"; partitions {skipped} committed before"
+    read = sorted(f.partition for f in folded if f.state_reads)
+    if read:
+        line += f"; the state of {read} read whole from Kafka"
+    caught_up = sorted(f.partition for f in folded if f.catch_ups)
+    if caught_up:
+        line += f"; the state of {caught_up} caught up with another worker's commits"
+    slowest = max(folded, key=lambda f: f.seconds, default=None)
+    if slowest is not None and slowest.steps:
+        steps = ", ".join(f"{step} {seconds:.2f}s" for step, seconds in slowest.steps)
+        line += f"; slowest partition {slowest.partition} on {slowest.host}: {slowest.seconds:.2f}s ({steps})"
+    return line

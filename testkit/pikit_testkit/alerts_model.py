@@ -4,9 +4,12 @@ anomaly_alerts decides per micro-batch: a reading is judged against its key's ba
 was when the batch began, a key raises at most one excursion alert per batch, and a device is
 silent or back at the batch's timestamp. So the model replays the app's committed batches, which
 its batch log lists in order, whichever drivers ran them (`pikit-spark-anomaly_alerts-batches`:
-each partition's end offset and the batch's timestamp, written in the batch's transaction).
-Each batch is the raw topic's records between the previous batch's end offsets and its own, and
-the model keeps what the app keeps:
+the end offsets and the batch's timestamp, written in the batch's transaction). The app commits
+each readings partition's share of a batch on its own, and logs each commit with that partition's
+end; a partition that read nothing and raised nothing logs nothing. A logged batch is the raw
+topic's records of its partitions between their previous ends and these, and the devices it
+judges are those partitions' (a device's records all lie in one partition; one elsewhere is a
+dead letter). The model keeps what the app keeps:
 
 - per device, the highest seq counted: a reading at or below it is a resend, and a seq twice in
   one batch counts once;
@@ -120,8 +123,11 @@ class AlertsModel:
     last_seen: dict[str, float] = field(default_factory=dict)
     silent: set[str] = field(default_factory=set)
 
-    def batch(self, readings: Sequence[Reading], processed_at: float) -> list[dict[str, Any]]:
-        """One micro-batch's valid readings (offset order) -> the alerts it writes."""
+    def batch(
+        self, readings: Sequence[Reading], processed_at: float, devices: set[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """One micro-batch's valid readings (offset order) -> the alerts it writes. With `devices`,
+        the batch judges only those devices' presence (the partitions it logged)."""
         fresh: dict[tuple[str, int], Reading] = {}
         for r in readings:
             if r.seq > self.high_seq.get(r.device, -1):
@@ -143,7 +149,7 @@ class AlertsModel:
             self.baselines.setdefault(key, Baseline()).add(vs, self.rules.baseline_n)
         for device, seq in fresh:
             self.high_seq[device] = max(seq, self.high_seq.get(device, seq))
-        return found + self._presence({device for device, _ in fresh}, processed_at)
+        return found + self._presence({device for device, _ in fresh}, processed_at, devices)
 
     def _judge(self, r: Reading, baseline: Baseline | None) -> tuple[str | None, float | None, float | None]:
         if baseline is None:
@@ -176,9 +182,10 @@ class AlertsModel:
         self.under_way -= {key for key in calm if key not in out}
         return starts
 
-    def _presence(self, seen: set[str], at: float) -> list[dict[str, Any]]:
+    def _presence(self, seen: set[str], at: float, devices: set[str] | None) -> list[dict[str, Any]]:
         found = []
-        for device in sorted(set(self.last_seen) | seen):
+        judged = set(self.last_seen) if devices is None else set(self.last_seen) & devices
+        for device in sorted(judged | seen):
             gap = at - self.last_seen.get(device, at)
             if device in seen:
                 if device in self.silent:
@@ -232,10 +239,16 @@ class Replayed:
     alerts: list[dict[str, Any]]
     through: float  # the last batch's timestamp
     high_seq: dict[str, int]
+    # Each device's readings partition, and the timestamp of that partition's last batch replayed:
+    # the partitions commit apart, and the log may have been read between two of one batch's.
+    homes: dict[str, int] = field(default_factory=dict)
+    partitions_through: dict[int, float] = field(default_factory=dict)
 
     def covers(self, alert: Mapping[str, Any]) -> bool:
         if alert["metric"] == "presence":
-            return bool(alert["ts"] <= self.through)
+            home = self.homes.get(alert["device"])
+            through = self.through if home is None else self.partitions_through.get(home, -math.inf)
+            return bool(alert["ts"] <= through)
         return bool(alert["seq"] <= self.high_seq.get(alert["device"], -1))
 
 
@@ -252,19 +265,24 @@ def replay(records: Iterable[Record], batches: Sequence[Batch], rules: AlertRule
         rows.sort()
     model = AlertsModel(rules)
     starts: dict[int, int] = {}
+    homes: dict[str, int] = {}
+    through: dict[int, float] = {}
     found: list[dict[str, Any]] = []
     for batch in ordered:
-        values = [
-            value
-            for partition, end in sorted(batch.ends.items())
-            for offset, value in by_partition.get(partition, [])
-            if starts.get(partition, 0) <= offset < end
-        ]
         now = math.floor(batch.timestamp)  # Spark's unix_timestamp of the batch's time: whole seconds
-        readings, _ = split_records(values, now=now, max_clock_skew_s=rules.max_clock_skew_s)
-        found += model.batch(readings, batch.timestamp)
-        starts = dict(batch.ends)
-    return Replayed(found, ordered[-1].timestamp if ordered else 0.0, dict(model.high_seq))
+        readings: list[Reading] = []
+        for partition, end in sorted(batch.ends.items()):
+            start = starts.get(partition, 0)
+            values = [v for offset, v in by_partition.get(partition, []) if start <= offset < end]
+            valid, _ = split_records(values, now=now, max_clock_skew_s=rules.max_clock_skew_s)
+            homes.update((r.device, partition) for r in valid)
+            readings += valid
+            through[partition] = batch.timestamp
+        judged = {device for device, home in homes.items() if home in batch.ends}
+        found += model.batch(readings, batch.timestamp, judged)
+        starts.update(batch.ends)
+    last = ordered[-1].timestamp if ordered else 0.0
+    return Replayed(found, last, dict(model.high_seq), homes, through)
 
 
 def kind_of(alert: Mapping[str, Any]) -> str:

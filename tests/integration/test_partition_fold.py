@@ -23,11 +23,12 @@ from pikit_spark import partition_fold
 from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.changelog import read_state
 from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance, late_records
-from pikit_spark.partition_fold import Folded, IdlePartitions, Outputs, PartitionBatch, Writer, fold_batch
+from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.sink import Change
 from pikit_spark.state import Tables
+from pikit_spark.window_fold import Outputs, WindowFolder
 from pikit_testkit.broker import COMPACTED, new_topic
 from pikit_testkit.local_spark import local_session
 from pyspark.sql import DataFrame, SparkSession
@@ -106,7 +107,8 @@ class Site:
         slices = {
             k: Slice(TopicPartition(self.readings, k), starts[k], self.offsets[k]) for k in range(PARTITIONS)
         }
-        batch = PartitionBatch(self.batches, processed_at, TIMING, slices, self.writer, self.records)
+        folder = WindowFolder(TIMING, self.records)
+        batch = PartitionBatch(self.batches, processed_at, slices, self.writer, folder)
         self.batches += 1
         return verdicts, batch
 

@@ -1,6 +1,7 @@
 """The plain-Python model of anomaly_alerts (pikit_testkit/alerts_model.py) against the app's own
-judging on Spark, batch by batch, on a messy seeded stream: the model the end-to-end suite
-compares the alerts topic with must say what the app says."""
+fold of each readings partition (pikit_spark/alert_fold.py), batch by batch, on a messy seeded
+stream, the partitions committed and logged apart as the app's tasks do: the model the end-to-end
+suite compares the alerts topic with must say what the app says."""
 
 from __future__ import annotations
 
@@ -8,26 +9,28 @@ import json
 import random
 
 import pytest
+from kafka import TopicPartition
 from pikit_contract.readings import Reading
-from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold, as_kafka_records, judge
+from pikit_spark.alert_fold import AlertFolder
+from pikit_spark.anomalies import STATE_SCHEMAS, Rules, Threshold
 from pikit_spark.batches import CommittedBatch
-from pikit_spark.presence import presence
+from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer
+from pikit_spark.partition_sink import Slice
 from pikit_spark.state import Tables
 from pikit_testkit.alerts_model import (
     AlertRules,
-    AlertsModel,
     Batch,
-    Replayed,
     compare_alerts,
     kind_of,
     replay,
 )
-from pyspark.sql import SparkSession
+from pyspark.sql import Row
 
 from tests.unit.spark.records import T0
 
-READINGS = "device string, sensor string, metric string, seq long, value double, unit string, ts double"
 SILENT_AFTER_S = 30.0
+# edge-3 alone in partition 1: its task has nothing to read while the device is silent.
+HOMES = {"edge-1": 0, "edge-2": 0, "edge-3": 1}
 
 
 def _stream(seed: int, batches: int) -> list[list[Reading]]:
@@ -65,39 +68,77 @@ def _stream(seed: int, batches: int) -> list[list[Reading]]:
     return out
 
 
-def test_the_model_raises_what_the_app_raises_batch_by_batch(spark: SparkSession) -> None:
-    rules = Rules((Threshold("simulated", "temperature", 5.0, 30.0),), k=3.0, min_samples=10, baseline_n=50)
-    model = AlertsModel(
-        AlertRules.from_strings(
-            ["simulated.temperature=5:30"],
-            k=3.0,
-            min_samples=10,
-            baseline_n=50,
-            silent_after_s=SILENT_AFTER_S,
-        )
+def _record(r: Reading) -> bytes:
+    reading = {"seq": r.seq, "sensor": r.sensor, "metric": r.metric, "value": r.value}
+    reading |= {"unit": r.unit, "ts": r.ts}
+    return json.dumps({"schema": 1, "device": r.device, "readings": [reading]}).encode()
+
+
+def _task_row(r: Reading) -> Row:
+    """A reading as a fold task is given it (AlertFolder.rows' columns)."""
+    return Row(
+        device=r.device,
+        sensor=r.sensor,
+        metric=r.metric,
+        seq=r.seq,
+        value=r.value,
+        unit=r.unit,
+        ts=r.ts,
+        reason=None,
+        partition=HOMES[r.device],
     )
-    state: Tables = {name: [] for name in STATE_SCHEMAS}
+
+
+def test_the_model_raises_what_the_app_raises_batch_by_batch() -> None:
+    rules = Rules((Threshold("simulated", "temperature", 5.0, 30.0),), k=3.0, min_samples=10, baseline_n=50)
+    model_rules = AlertRules.from_strings(
+        ["simulated.temperature=5:30"], k=3.0, min_samples=10, baseline_n=50, silent_after_s=SILENT_AFTER_S
+    )
+    folder = AlertFolder(rules, SILENT_AFTER_S, "alerts")
+    writer = Writer("anomaly_alerts", ("alerts",), "state", STATE_SCHEMAS, {})
+    idle = IdlePartitions()
+    states: dict[int, Tables] = {k: {name: [] for name in STATE_SCHEMAS} for k in (0, 1)}
+    offsets = dict.fromkeys((0, 1), 0)
+    records: list[tuple[int, int, bytes]] = []
+    log: list[bytes] = []
     app_alerts: list[bytes] = []
-    expected = []
+    idle_tasks = 0
+    gauges: dict[str, tuple[float, bool]] = {}
     stream = _stream(7, 30)
     for b, rows in enumerate(stream):
         at = T0 + 10 * b + 0.5
-        frame = spark.createDataFrame(
-            [(r.device, r.sensor, r.metric, r.seq, r.value, r.unit, r.ts) for r in rows], READINGS
-        )
-        judged = judge(frame, state, rules)
-        silences, present = presence(judged.seen, at, state["presence"], SILENT_AFTER_S)
-        state = {**judged.state, "presence": present}
-        app_alerts += [value for _, value, _ in as_kafka_records(judged.alerts + silences)]
-        expected += model.batch(rows, at)
+        starts = dict(offsets)
+        for r in rows:
+            records.append((HOMES[r.device], offsets[HOMES[r.device]], _record(r)))
+            offsets[HOMES[r.device]] += 1
+        slices = {k: Slice(TopicPartition("readings", k), starts[k], offsets[k]) for k in (0, 1)}
+        batch = PartitionBatch(b, at, slices, writer, folder)
+        needed = idle.needed(batch)
+        idle_tasks += 2 - len(needed)
+        batch = PartitionBatch(b, at, slices, writer, folder, unheard=idle.unheard(needed))
+        for k in needed:
+            given = [_task_row(r) for r in rows if HOMES[r.device] == k]
+            step = folder.fold(given, states[k], batch, k, second=False)
+            states[k] = step.state
+            written = [value for _, value, _ in step.outputs["alerts"] if value is not None]
+            app_alerts += written
+            if written or starts[k] != offsets[k]:  # partition_fold's batch log rule
+                _, logged, _ = CommittedBatch("anomaly_alerts", b, at, {k: offsets[k]}, "pi-4").record()
+                log.append(logged or b"")
+            idle.learn([Folded(k, len(written), idle_through=step.idle_through)])
+            gauges.update((device, (seen, silent)) for device, seen, silent in step.told)
+    assert idle_tasks > 0, "edge-3's partition ran no task while it had nothing to read or raise"
+    expected = replay(records, [Batch.logged(n, value) for n, value in enumerate(log)], model_rules)
     # Batch 22 began with edge-1's excursion under way; it came back within bounds and went out again.
     batch_22 = {r.seq for r in stream[22] if r.device == "edge-1" and r.value == 40.0}
     assert [a["seq"] for a in map(json.loads, app_alerts) if a["seq"] in batch_22 and a["device"] == "edge-1"]
     kinds = {kind_of(json.loads(value)) for value in app_alerts}
     # The stream raised every kind of alert: threshold, deviation, silent and back.
     assert {"above", "deviation", "silent", "back"} <= kinds, kinds
-    replayed = Replayed(expected, T0 + 10 * 30, dict(model.high_seq))
+    replayed = expected
     assert compare_alerts(replayed, app_alerts) == []
+    # What the tasks told the driver of each device's presence adds up to the partitions' state.
+    assert gauges == {row[0]: row[1:] for k in (0, 1) for row in states[k]["presence"]}
     # And the comparison can fail: one alert missing, one changed.
     changed = json.loads(app_alerts[-1]) | {"value": -1.0}
     assert compare_alerts(replayed, app_alerts[:-1])

@@ -1,4 +1,5 @@
-"""anomaly_alerts' rules and baseline, and daily_rollup's pooling, against plain Python."""
+"""anomaly_alerts' rules and baseline (its partitions' judgement, pikit_spark/anomalies.py), and
+daily_rollup's pooling, against plain Python."""
 
 from __future__ import annotations
 
@@ -6,32 +7,21 @@ import datetime as dt
 import json
 import math
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pikit_spark.aggregates import as_kafka_records
-from pikit_spark.anomalies import (
-    STATE_SCHEMAS,
-    Rules,
-    Threshold,
-    alerts,
-    excursion_starts,
-    judge,
-)
+from pikit_spark.anomalies import STATE_SCHEMAS, Reading, Rules, Threshold, excursion_starts, judge
 from pikit_spark.rollup import as_daily_records, daily, dates_to_roll_up, windows_of
 from pikit_spark.state import Tables
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
-from tests.unit.spark.conftest import JobCounter
 from tests.unit.spark.records import T0
 
-READINGS = "device string, sensor string, metric string, seq long, value double, unit string, ts double"
 
-
-def _readings(spark: SparkSession, values: list[float], start_seq: int = 0) -> DataFrame:
-    rows = [("edge-1", "sim", "temperature", start_seq + i, v, "C", T0 + i) for i, v in enumerate(values)]
-    return spark.createDataFrame(rows, READINGS)
+def _readings(values: list[float], start_seq: int = 0) -> list[Reading]:
+    """edge-1's readings (anomalies.READING_COLUMNS), one a second from T0."""
+    return [("edge-1", "sim", "temperature", start_seq + i, v, "C", T0 + i) for i, v in enumerate(values)]
 
 
 class _Versions:
@@ -61,25 +51,23 @@ def test_threshold_syntax_is_checked() -> None:
             Threshold.parse(bad)
 
 
-def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_baseline_matches_welford_across_batches_and_alerts_on_outliers() -> None:
     rules = Rules((Threshold("sim", "temperature", None, 30.0),), k=3.0, min_samples=10, baseline_n=10_000)
     store = _Versions()
     first = [20.0 + (i % 5) * 0.1 for i in range(40)]
     second = [20.0 + (i % 3) * 0.2 for i in range(25)]
 
-    def run(batch_id: int, frame: DataFrame) -> list[dict[str, Any]]:
-        judged = judge(frame, store.before(batch_id), rules)
+    def run(batch_id: int, readings: list[Reading]) -> list[dict[str, Any]]:
+        judged = judge(readings, store.before(batch_id), rules)
         store.write(batch_id, judged.state)
         return judged.alerts
 
     for batch_id, values in enumerate([first, second]):
-        assert run(batch_id, _readings(spark, values, start_seq=batch_id * 100)) == []
+        assert run(batch_id, _readings(values, start_seq=batch_id * 100)) == []
     # A replayed batch 1 starts again from batch 0's baseline: nothing counted twice.
-    run(1, _readings(spark, second, 100))
+    run(1, _readings(second, 100))
     # An agent resent batch 0's readings after a crash: below the seq mark, not counted again.
-    run(2, _readings(spark, first, 0))
+    run(2, _readings(first, 0))
 
     ((*_, n, mean, m2),) = store.before(3)["baseline"]
     everything = first + second
@@ -87,45 +75,36 @@ def test_baseline_matches_welford_across_batches_and_alerts_on_outliers(
     assert math.isclose(mean, statistics.fmean(everything), rel_tol=1e-12)
     assert math.isclose(m2 / n, statistics.pvariance(everything), rel_tol=1e-9)
 
-    assert judge(_readings(spark, [20.1], start_seq=900), store.before(3), rules).seen == {"edge-1"}
+    assert judge(_readings([20.1], start_seq=900), store.before(3), rules).seen == {"edge-1"}
 
-    suspicious = _readings(spark, [20.2, 25.0, 31.0], start_seq=500)
+    suspicious = _readings([20.2, 25.0, 31.0], start_seq=500)
     # seq 502 comes twice in the batch (a resend within it): one alert, counted once.
-    found = run(3, suspicious.union(suspicious.where("seq = 502")))
+    found = run(3, suspicious + suspicious[2:])
     # 501 and 502 are both out of bounds: one excursion, one alert, at its first reading.
     assert [(r["seq"], r["readings_out"]) for r in found] == [(501, 2)]
-    per_reading = [
-        r.asDict() for r in alerts(suspicious, store.before(3)["baseline"], rules).orderBy("seq").collect()
-    ]
-    assert [r["seq"] for r in per_reading] == [501, 502]
-    assert "standard deviations" in per_reading[0]["reason"] and per_reading[1]["reason"] == "above 30"
-    assert {k: v for k, v in found[0].items() if k != "readings_out"} == per_reading[0]
+    (alert,) = found
+    assert alert["reason"].endswith(
+        f"standard deviations from the baseline mean {statistics.fmean(everything):.3f}"
+    )
+    assert math.isclose(alert["baseline_stddev"], statistics.pstdev(everything), rel_tol=1e-9)
+    assert (alert["value"], alert["unit"], alert["ts"]) == (25.0, "C", T0 + 1)
     assert store.before(4)["excursions"] == [("edge-1", "sim", "temperature")]
     ((*_, n, _, _),) = store.before(4)["baseline"]
     assert n == len(everything) + 3
 
 
-def test_the_seq_marks_cost_no_spark_job_until_a_reading_is_resent(
-    spark: SparkSession, spark_jobs: JobCounter, tmp_path: Path
-) -> None:
-    rules = Rules((Threshold("sim", "temperature", None, 30.0),), min_samples=5)
-    store = _Versions()
-    found: list[dict[str, Any]] = []
+def test_a_reading_without_a_baseline_is_judged_by_the_thresholds_alone() -> None:
+    rules = Rules((Threshold("sim", "temperature", 5.0, 30.0), Threshold("sim", "temperature", None, 10.0)))
 
-    def run(batch_id: int, values: list[float], start_seq: int) -> None:
-        judged = judge(_readings(spark, values, start_seq), store.before(batch_id), rules)
-        store.write(batch_id, judged.state)
-        found.extend(judged.alerts)
+    def alerted(value: float) -> list[tuple[str, Any, Any]]:
+        found = judge(_readings([value]), _empty(), rules).alerts
+        return [(a["reason"], a["baseline_mean"], a["baseline_stddev"]) for a in found]
 
-    first = spark_jobs(lambda: run(0, [20.0, 21.0, 35.0], 0))
-    steady = spark_jobs(lambda: run(1, [20.5, 21.5], 3))
-    assert steady == 1, "the batch's read alone: neither the baseline nor the marks is a broadcast job"
-    assert first == 2, "an alert: its device read again, with its baseline in the plan"
-    resent = spark_jobs(lambda: run(2, [20.0, 21.0, 35.0, 20.5, 21.5, 22.0], 0))
-    assert resent == 2, "a resend: its device read again, with its seq mark in the plan"
-    ((*_, n, _, _),) = store.before(3)["baseline"]
-    assert n == 6, "seq 0-4 counted once, seq 5 once"
-    assert [a["seq"] for a in found] == [2], "the resent reading out of bounds alerts once"
+    # The first threshold that a reading breaks names it.
+    assert alerted(31.0) == [("above 30", None, None)]
+    assert alerted(4.0) == [("below 5", None, None)]
+    assert alerted(20.0) == [("above 10", None, None)]
+    assert alerted(9.0) == []
 
 
 def test_one_alert_per_excursion_across_batches() -> None:
@@ -160,10 +139,10 @@ def test_one_alert_per_excursion_across_batches() -> None:
     assert [(a["seq"], a["readings_out"]) for a in starts] == [(17, 3)] and under_way == []
 
 
-def test_young_baseline_raises_no_deviation_alert(spark: SparkSession) -> None:
+def test_young_baseline_raises_no_deviation_alert() -> None:
     rules = Rules((), k=3.0, min_samples=10)
-    young = judge(_readings(spark, [1.0, 2.0, 3.0]), {name: [] for name in STATE_SCHEMAS}, rules).state
-    assert young["baseline"] and not judge(_readings(spark, [1000.0], 50), young, rules).alerts
+    young = judge(_readings([1.0, 2.0, 3.0]), _empty(), rules).state
+    assert young["baseline"] and not judge(_readings([1000.0], 50), young, rules).alerts
 
 
 def test_daily_rollup_pools_the_aggregates_topics_windows_exactly(spark: SparkSession) -> None:
@@ -224,35 +203,13 @@ def test_the_roll_up_takes_the_last_days_and_passes_over_a_date_retention_cut() 
     assert asked == ([dt.date(2026, 11, 28)], [])
 
 
-def test_a_deviation_alone_is_found_though_the_first_read_joins_no_baseline(
-    spark: SparkSession, spark_jobs: JobCounter
-) -> None:
-    """The batch's read has no baseline in it; the driver sees a key's lowest and highest value
-    beside its baseline, and reads that device again to judge each reading exactly."""
+def test_a_deviation_alone_is_found_and_a_calm_batch_raises_nothing() -> None:
     rules = Rules((), k=3.0, min_samples=10)
-    state = judge(_readings(spark, [20.0 + (i % 5) * 0.1 for i in range(40)]), _empty(), rules).state
-    batches: list[Any] = []
-    quiet = spark_jobs(lambda: batches.append(judge(_readings(spark, [20.1, 20.3], 40), state, rules)))
-    assert quiet == 1 and batches[-1].alerts == []
-    low = spark_jobs(lambda: batches.append(judge(_readings(spark, [20.2, 12.0, 20.1], 42), state, rules)))
-    assert low == 2, "the read, and the device read again with its baseline in the plan"
-    (alert,) = batches[-1].alerts
-    expected = [
-        r.asDict()
-        for r in alerts(_readings(spark, [20.2, 12.0, 20.1], 42), state["baseline"], rules).collect()
-    ]
-    assert [{k: v for k, v in alert.items() if k != "readings_out"}] == expected
+    state = judge(_readings([20.0 + (i % 5) * 0.1 for i in range(40)]), _empty(), rules).state
+    assert judge(_readings([20.1, 20.3], 40), state, rules).alerts == []
+    (alert,) = judge(_readings([20.2, 12.0, 20.1], 42), state, rules).alerts
     assert alert["seq"] == 43 and "standard deviations" in alert["reason"]
 
 
 def _empty() -> dict[str, list[Any]]:
     return {name: [] for name in STATE_SCHEMAS}
-
-
-def test_a_batch_builds_its_summary_in_few_jvm_calls(spark: SparkSession, jvm_calls: JobCounter) -> None:
-    """The summary's columns are the same in every micro-batch: built once, not per batch."""
-    rules = Rules((Threshold("sim", "temperature", None, 30.0),), min_samples=5)
-    first = judge(_readings(spark, [20.0, 21.0], 0), _empty(), rules)
-    frame = _readings(spark, [20.5, 21.5], 2)
-    steady = jvm_calls(lambda: judge(frame, first.state, rules))
-    assert steady < 200, steady  # 158 now; 592 when every batch built them

@@ -14,13 +14,14 @@ from pikit_spark import partition_fold
 from pikit_spark.device_windows import ON_TIME, Timing
 from pikit_spark.partition_fold import END, TOLD, IncompleteInputError, PartitionBatch, Writer, complete
 from pikit_spark.partition_sink import Slice
+from pikit_spark.window_fold import WindowFolder
 from pyspark.sql import Row
 
 
 def batch(start: int, end: int) -> PartitionBatch:
     writer = Writer("app", ("out",), "state", {}, {"bootstrap_servers": ["nowhere:9092"]})
     part = Slice(TopicPartition("readings", 0), start, end)
-    return PartitionBatch(1, 0.0, Timing(), {0: part}, writer, lambda step: {})
+    return PartitionBatch(1, 0.0, {0: part}, writer, WindowFolder(Timing(), lambda step: {}))
 
 
 def rows(kinds: list[str], told: int) -> list[Row]:

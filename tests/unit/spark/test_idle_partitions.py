@@ -14,6 +14,7 @@ from pikit_spark.device_windows import ON_TIME, Timing, fold, horizon_at, idle_t
 from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.state import Tables
+from pikit_spark.window_fold import WindowFolder
 from pyspark.sql import DataFrame, Row
 
 T0 = 1_790_000_040
@@ -76,7 +77,7 @@ def test_a_state_without_devices_is_idle_for_ever() -> None:
 def batch_of(slices: dict[int, tuple[int, int]], processed_at: float) -> PartitionBatch:
     writer = Writer("app", ("out",), "state", {}, {})
     parts = {k: Slice(TopicPartition("readings", k), a, b) for k, (a, b) in slices.items()}
-    return PartitionBatch(1, processed_at, TIMING, parts, writer, lambda step: {})
+    return PartitionBatch(1, processed_at, parts, writer, WindowFolder(TIMING, lambda step: {}))
 
 
 @pytest.mark.parametrize(

@@ -78,11 +78,13 @@ def test_each_device_is_exported_as_seen_when_the_batch_holding_it_ended() -> No
     assert value(samples, seen, app="anomaly_alerts", device="edge-2") == 1795600500.5
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-1") == 0
     assert value(samples, "pikit_device_silent", app="anomaly_alerts", device="edge-2") == 1
-    # The next batch holds no reading of edge-1: it keeps the end of the batch that had one.
+    # The next batch holds no reading of edge-1: it keeps the end of the batch that had one; and
+    # a batch that tells nothing of edge-2 (another partition's task) leaves it as it was.
     metrics.devices([("edge-1", 1795600800.0, False)], 1795600810.0)
     samples = parse(metrics.exposition())
     assert value(samples, seen, app="anomaly_alerts", device="edge-1") == ended
-    assert [s.labels["device"] for s in samples if s.name == seen] == ["edge-1"]
+    assert value(samples, seen, app="anomaly_alerts", device="edge-2") == 1795600500.5
+    assert [s.labels["device"] for s in samples if s.name == seen] == ["edge-1", "edge-2"]
 
 
 def test_a_real_query_reports_its_progress_over_http(spark: SparkSession) -> None:
