@@ -5,10 +5,12 @@ carries on where the last one committed (docs/design/any-pi-dies.md):
   as the readings topic: pikit_spark/changelog.py);
 - the election topic `pikit-spark-<app>-leader` (one partition, never written), whose consumer group
   picks the app's active driver (pikit_spark/leadership.py);
-- the batch log `pikit-spark-<app>-batches`: one record per committed micro-batch, its id, its
-  timestamp (what "now" meant to it), where it stopped reading each partition, and the driver that
-  ran it. Written in the batch's transaction, it lists exactly the batches whose outputs and state
-  changes count, in order, whichever drivers ran them: what an independent recompute replays.
+- the batch log `pikit-spark-<app>-batches`: one record per readings partition that a micro-batch
+  committed (each partition's task commits apart, pikit_spark/partition_fold.py; one that read
+  nothing and wrote nothing logs nothing): the batch's id, its timestamp (what "now" meant to it),
+  where it stopped reading the partition, and the driver that ran it. Written in the commit's
+  transaction, it lists exactly the commits whose outputs and state changes count, in order,
+  whichever drivers ran them: what an independent recompute replays.
 
 The app creates them at its start, as Kafka Streams creates its internal topics: their names
 follow from the app's, and their partitions from the readings topic's.

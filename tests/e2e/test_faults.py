@@ -398,7 +398,7 @@ def first_batches_written_after(
 ) -> dict[str, tuple[CommittedBatch, float]] | None:
     """Each app's first batch begun after `lost` on another Pi than `lost_pi`, with the moment its
     last batch log record was written (a record's timestamp: in the transaction that commits the
-    outputs with it; sensor_aggregates writes one for each readings partition its batch commits,
+    outputs with it; each app writes one for each readings partition its batch commits,
     pikit_spark/partition_fold.py). None until every app has one, and a later batch, so that the
     first is whole."""
     found = {}
