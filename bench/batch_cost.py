@@ -26,13 +26,14 @@ Per app it reports, from the app's own event log on its driver's Pi:
   jobs, and the driver's own work around them;
 - the driver's RSS (the JVM and its Python, every process of the app's unit), sampled every 5 s;
 - the rows of the app's state at its last commit (its state topic);
-- for sensor_aggregates, which folds on its executors: how many partitions' folds moved to
-  another worker (its driver's journal: that worker's state caught up with the other's commits),
-  and the CPU seconds of its busiest executor (the JVM and its Python workers, read from /proc on
-  the workers) per batch and per 100,000 rows in. `--aggregates-cores 1,2` runs each contender
-  with one executor and with two: what a second Pi's executor divides. The ratios close the run,
-  per turn, per batch and per row in; a pair whose batches differ in size (one contender fell
-  behind and read twice the rows a batch) is named, and compares per row in only;
+- for the app `--app` names (sensor_aggregates by default; both fold on their executors): how many
+  partitions' folds moved to another worker (its driver's journal: that worker's state caught up
+  with the other's commits), and the CPU seconds of its busiest executor (the JVM and its Python
+  workers, read from /proc on the workers) per batch and per 100,000 rows in. `--cores 1,2` runs
+  each contender with that app on one executor and on two: what a second Pi's executor divides.
+  The ratios close the run, per turn, per batch and per row in; a pair whose batches differ in
+  size (one contender fell behind and read twice the rows a batch) is named, and compares per row
+  in only;
 and, read back from Kafka (read_committed): window end -> its aggregate arrived (every device
 but the probe), and out-of-bounds reading -> its alert arrived (the probe's). For the synthetic
 devices also closing record -> aggregate: from the device's first record past the window's end
@@ -303,8 +304,8 @@ def progress_batches(lines: list[str], since: float, until: float) -> list[Batch
     return sorted(found, key=lambda b: b.started)
 
 
-# sensor_aggregates' line for a batch whose task found its partition's state behind: another
-# worker's task had folded that partition since (sensor_aggregates.py, `said`).
+# An app's line for a batch whose task found its partition's state behind: another worker's task
+# had folded that partition since (partition_fold.batch_line).
 _CAUGHT_UP = re.compile(
     r"^(?P<at>[\d.]+) .* batch \d+: committed .*the state of \[(?P<parts>[\d, ]+)\] caught up"
 )
@@ -556,11 +557,11 @@ def wait_for_batches(apps: Apps, since: float, logged: bool, timeout: float = 60
     raise SystemExit(f"the apps' restart was not followed within {timeout:.0f} s by a micro-batch: {why}")
 
 
-def aggregates_cores(cores: int) -> dict[str, Any]:
-    """The variables that give sensor_aggregates `cores` cores: the role's spark_apps with that
-    app's total_cores changed (the inventory does not set spark_apps)."""
+def app_cores(app: str, cores: int) -> dict[str, Any]:
+    """The variables that give `app` `cores` cores: the role's spark_apps with that app's
+    total_cores changed (the inventory does not set spark_apps)."""
     spark_apps = yaml.safe_load((REPO / "roles/spark/defaults/main.yml").read_text())["spark_apps"]
-    spark_apps["sensor_aggregates"]["total_cores"] = cores
+    spark_apps[app]["total_cores"] = cores
     return {"spark_apps": spark_apps}
 
 
@@ -573,7 +574,7 @@ def quantiles(values: list[float]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Spent:
-    """What sensor_aggregates' busiest executor spent in one phase of one contender."""
+    """What the measured app's busiest executor spent in one phase of one contender."""
 
     turn: int  # the phase's number: the contenders of one turn ran side by side
     contender: str  # its name, without the executor cores
@@ -620,8 +621,8 @@ def phase(
     contender: dict[str, Any],
     spent: Callable[[float, float, float], None] = lambda *_: None,
 ) -> Iterator[str]:
-    """The phase's table rows; `spent` gets the busiest aggregating executor's CPU s per batch and
-    per 100,000 rows in, and the median batch's input rows."""
+    """The phase's table rows; `spent` gets the busiest executor's CPU s per batch and per 100,000
+    rows in of the app `args.app`, and its median batch's input rows."""
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
@@ -644,13 +645,13 @@ def phase(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    # The aggregating app's executors: what each spent while the phase sent.
-    aggregating = application_id(apps.event_log("sensor_aggregates")) if logged else None
-    spent_before = executor_cpu(apps.lab, aggregating) if aggregating else {}
+    # The measured app's executors: what each spent while the phase sent.
+    measured = application_id(apps.event_log(args.app)) if logged else None
+    spent_before = executor_cpu(apps.lab, measured) if measured else {}
     since, cpu = time.time(), CpuMeter()
     sent = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
     until, cpu_share = time.time(), cpu.share()
-    spent_after = executor_cpu(apps.lab, aggregating) if aggregating else {}
+    spent_after = executor_cpu(apps.lab, measured) if measured else {}
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
     watch.stop.set()
@@ -690,7 +691,7 @@ def phase(
                 + f"; its executors on {', '.join(executor_hosts(events)) or 'none'}",
                 flush=True,
             )
-        if app == "sensor_aggregates":
+        if app == args.app:
             moved, folds = caught_up(apps.journal(app, since), since, until)
             said = f"  {app}: {moved} partitions' folds moved to another worker in {folds} batches"
             if spent_after and found:
@@ -742,10 +743,18 @@ def main() -> None:
         help="a contender whose apps' JVMs run with these options (spark_app_java_options)",
     )
     parser.add_argument(
+        "--app",
+        default="sensor_aggregates",
+        choices=sorted(APPS),
+        help="the app whose executors --cores sets and whose busiest executor is measured",
+    )
+    parser.add_argument(
+        "--cores",
         "--aggregates-cores",
+        dest="cores",
         default="",
-        help="comma-separated executor cores for sensor_aggregates (one executor a core): each "
-        "contender runs once with each, e.g. 1,2 for what a second executor divides",
+        help="comma-separated executor cores for --app (one executor a core): each contender runs "
+        "once with each, e.g. 1,2 for what a second executor divides",
     )
     parser.add_argument(
         "--vars",
@@ -763,14 +772,14 @@ def main() -> None:
         (name, {"spark_app_java_options": options}) for name, options in args.java_options
     ] + [(name, json.loads(variables)) for name, variables in args.vars]
     cores_of: dict[str, tuple[str, int]] = {}  # a contender's label -> its name and executor cores
-    if args.aggregates_cores:
+    if args.cores:
         split = [
             (name, int(cores), contender)
             for name, contender in contenders or [("", {})]
-            for cores in args.aggregates_cores.split(",")
+            for cores in args.cores.split(",")
         ]
         contenders = [
-            (f"{name}, {cores} cores" if name else f"{cores} cores", {**contender, **aggregates_cores(cores)})
+            (f"{name}, {cores} cores" if name else f"{cores} cores", contender | app_cores(args.app, cores))
             for name, cores, contender in split
         ]
         cores_of = {
@@ -814,7 +823,7 @@ def main() -> None:
     ratios = capacity(spent)
     if ratios:
         print(
-            "\nsensor_aggregates' busiest executor, each contender with more executors against 1 "
+            f"\n{args.app}'s busiest executor, each contender with more executors against 1 "
             "(issue 66: <= 0.6x):"
         )
         for line in ratios:

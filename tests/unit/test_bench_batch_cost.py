@@ -9,7 +9,7 @@ from bench.batch_cost import (
     PROGRESS_EVENT,
     WINDOW_S,
     Spent,
-    aggregates_cores,
+    app_cores,
     batches,
     busiest_executor,
     capacity,
@@ -116,11 +116,13 @@ def test_a_partition_caught_up_is_counted_once_per_batch_that_names_it() -> None
     assert caught_up(lines, 999.0, 1035.0) == (3, 3)
 
 
-def test_a_cores_contender_changes_sensor_aggregates_cores_alone() -> None:
-    apps = aggregates_cores(1)["spark_apps"]
+def test_a_cores_contender_changes_its_apps_cores_alone() -> None:
+    apps = app_cores("sensor_aggregates", 1)["spark_apps"]
     assert apps["sensor_aggregates"]["total_cores"] == 1
     assert apps["anomaly_alerts"]["total_cores"] == 1
     assert apps["sensor_aggregates"]["options"]["readings_topic"] == "{{ pikit_readings_topic }}"
+    apps = app_cores("anomaly_alerts", 2)["spark_apps"]
+    assert (apps["anomaly_alerts"]["total_cores"], apps["sensor_aggregates"]["total_cores"]) == (2, 2)
 
 
 def test_the_busiest_executor_is_the_one_that_spent_most_between_two_readings() -> None:
