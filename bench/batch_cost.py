@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -254,6 +255,19 @@ def driver_rss_mib(master: str, unit: str) -> float:
         ["podman", "exec", master, "sh", "-c", script], capture_output=True, text=True, check=True
     ).stdout
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("VmRSS")) / 1024
+
+
+def driver_cpu_s(node: str, unit: str) -> float:
+    """CPU seconds spent so far by every process of the app's unit on its driver Pi (the driver's
+    JVM and its Python, with their reaped children)."""
+    script = f"for p in /proc/[0-9]*; do grep -qs '/{unit}.service$' $p/cgroup && cat $p/stat; done; true"
+    out = subprocess.run(
+        ["podman", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    # utime, stime, cutime, cstime: the fields after the command's closing parenthesis, 11 to 14.
+    stats = [line.rsplit(")", 1)[1].split() for line in out.splitlines() if ")" in line]
+    ticks = sum(sum(map(int, fields[11:15])) for fields in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -565,6 +579,22 @@ def app_cores(app: str, cores: int) -> dict[str, Any]:
     return {"spark_apps": spark_apps}
 
 
+def driver_growth(spent: dict[tuple[str, str, str], list[float]]) -> list[str]:
+    """Issue 66's second ratio: each app's driver's CPU per batch in the devices phases (10,000
+    devices) against the demo phases (2), per contender: a driver that folds grows with the devices."""
+    said = []
+    for contender, app in sorted({(c, a) for c, a, _ in spent}):
+        demo, devices = spent.get((contender, app, "demo")), spent.get((contender, app, "devices"))
+        if demo and devices:
+            ratio = statistics.median(devices) / statistics.median(demo)
+            said.append(
+                f"{app}{', ' + contender if contender else ''}: its driver's CPU per batch "
+                f"{statistics.median(devices):.2f} s with the synthetic devices against "
+                f"{statistics.median(demo):.2f} s at the demo's: {ratio:.2f}x (issue 66: <= 2x)"
+            )
+    return said
+
+
 def quantiles(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return (values[0], values[0]) if values else (float("nan"), float("nan"))
@@ -620,9 +650,11 @@ def phase(
     args: argparse.Namespace,
     contender: dict[str, Any],
     spent: Callable[[float, float, float], None] = lambda *_: None,
+    driven: Callable[[str, float], None] = lambda *_: None,
 ) -> Iterator[str]:
     """The phase's table rows; `spent` gets the busiest executor's CPU s per batch and per 100,000
-    rows in of the app `args.app`, and its median batch's input rows."""
+    rows in of the app `args.app`, and its median batch's input rows; `driven` each app's driver's
+    CPU s per batch."""
     print(f"phase {name}: {len(devices)} synthetic devices", flush=True)
     restarted = time.time()
     # The probe signs as a device of the site; the inventory's own bench devices stay registered.
@@ -645,13 +677,17 @@ def phase(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    # The measured app's executors: what each spent while the phase sent.
+    # The measured app's executors: what each spent while the phase sent; and each driver.
     measured = application_id(apps.event_log(args.app)) if logged else None
     spent_before = executor_cpu(apps.lab, measured) if measured else {}
+    drivers_before = {app: driver_cpu_s(drivers[app], unit) for app, (unit, _) in APPS.items()}
     since, cpu = time.time(), CpuMeter()
     sent = produce(apps.lab, devices, args.per_record, args.probe_every, args.seconds)
     until, cpu_share = time.time(), cpu.share()
     spent_after = executor_cpu(apps.lab, measured) if measured else {}
+    drivers_spent = {
+        app: driver_cpu_s(drivers[app], unit) - drivers_before[app] for app, (unit, _) in APPS.items()
+    }
     done.set()
     time.sleep(args.settle)  # the last windows and alerts of the phase
     watch.stop.set()
@@ -682,6 +718,9 @@ def phase(
             closing_p50, closing_p99 = quantiles(closing)
             latency_said += f"; closing record -> aggregate: {closing_p50:.1f} s / {closing_p99:.1f} s"
         rows_in = statistics.median(b.rows for b in found) if found else 0
+        if found:
+            print(f"  {app}: its driver {drivers_spent[app] / len(found):.2f} CPU s per batch", flush=True)
+            driven(app, drivers_spent[app] / len(found))
         if found and logged:
             split = [b.parts() for b in found]
             parts = {k: statistics.median(one[k] for one in split) for k in split[0]}
@@ -788,6 +827,7 @@ def main() -> None:
     apps = Apps.find()
     rows = []
     spent: list[Spent] = []
+    driver_spent: dict[tuple[str, str, str], list[float]] = {}  # (contender, app, phase) -> CPU s a batch
     try:
         for number, name in enumerate(args.phases.split(",")):
             devices = [f"bench-{i}" for i in range(args.devices)] if name == "devices" else []
@@ -804,8 +844,11 @@ def main() -> None:
                 ) -> None:
                     spent.append(Spent(t, b, c, per_batch, per_row, rows_in))
 
+                def drove(app: str, per_batch: float, p: str = name, b: str = label) -> None:
+                    driver_spent.setdefault((b, app, p), []).append(per_batch)
+
                 title = f"{name}, {label}" if label else name
-                rows += list(phase(apps, title, devices, args, contender, keep))
+                rows += list(phase(apps, title, devices, args, contender, keep, drove))
     finally:
         print("restoring the spark play as the inventory has it", flush=True)
         apps.restore()
@@ -820,6 +863,8 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for row in rows:
         print(row)
+    for line in driver_growth(driver_spent):
+        print(line)
     ratios = capacity(spent)
     if ratios:
         print(

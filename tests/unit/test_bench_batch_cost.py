@@ -15,6 +15,7 @@ from bench.batch_cost import (
     capacity,
     caught_up,
     closing_to_aggregate,
+    driver_growth,
     executor_hosts,
     progress_batches,
 )
@@ -145,3 +146,16 @@ def test_the_capacity_ratio_pairs_each_turns_contender_and_says_when_its_batches
         "19,997 and 10,011 rows: not alike, compare per row in, one contender fell behind)",
         "turn 2: the busiest executor with 2 against 1: 0.61x per batch, 0.63x per row in",
     ]
+
+
+def test_a_drivers_growth_is_its_cpu_with_the_devices_against_the_demos() -> None:
+    spent = {
+        ("", "anomaly_alerts", "demo"): [0.20, 0.30],
+        ("", "anomaly_alerts", "devices"): [0.50],
+        ("", "sensor_aggregates", "devices"): [0.40],  # no demo phase: no ratio
+    }
+    (line,) = driver_growth(spent)
+    assert line == (
+        "anomaly_alerts: its driver's CPU per batch 0.50 s with the synthetic devices against 0.25 s "
+        "at the demo's: 2.00x (issue 66: <= 2x)"
+    )
