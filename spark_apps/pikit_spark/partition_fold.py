@@ -1,21 +1,24 @@
 """A micro-batch folded by the tasks that hold its readings partitions, not by the driver
 (docs/design/any-pi-dies.md, "The shape of (a) that also adds capacity").
 
-The driver plans the batch and collects a few counts; the executors do the rest:
+The driver plans the batch and collects a few counts; the executors do the rest. What an app's
+tasks are given and how they fold it is its `Folder` (sensor_aggregates' window_fold.py,
+anomaly_alerts' alert_fold.py):
 
-1. `route` spreads the batch's verdicts so that Spark's partition k holds readings partition k,
-   and `device_windows.summarize(by_partition=True)` groups them where the route left them;
+1. `route` spreads the batch's verdicts so that Spark's partition k holds readings partition k
+   (sensor_aggregates' Folder then summarizes them where the route left them);
 2. the task of partition k (`fold_partition`) folds its rows into partition k's state and
    commits the outputs, the state's changes and k's source offset in one transaction of its own
    (`partition_sink.PartitionSink`, which the Python worker keeps between batches with the state).
-   A partition that read nothing still folds when the horizon has passed a window of a silent
-   device of it (it closes); else it has nothing to do, and `IdlePartitions` leaves its task out.
+   A partition that read nothing still folds when its Folder's clock has passed what its state
+   waits for (a silent device's window closes, or a device falls silent); else it has nothing to
+   do, and `IdlePartitions` leaves its task out.
 
-A device's resends are told by its state: a seq at or below its high-water mark, a window it
-had closed, or a seq twice in the batch (`seqs.repeating`). The task that finds one writes
-nothing and returns those devices' marks; the driver summarizes their readings again, once per
-seq and with the marks, and a second job folds those partitions. Both
-are rare: a resend follows an agent's crash.
+A Folder may defer devices to a second read (`SecondRead`): sensor_aggregates' tells a device's
+resends by its state (a seq at or below its high-water mark, a window it had closed, or a seq
+twice in the batch), writes nothing and returns those devices' marks; the driver summarizes their
+readings again, once per seq and with the marks, and a second job folds those partitions. It is
+rare: a resend follows an agent's crash.
 
 A task folds its partition only when it was given all of the partition's rows. Spark ends a
 Python task's input early when the rows fail on the JVM's side (a shuffle fetch from an executor
