@@ -1,5 +1,6 @@
 """anomaly_alerts' fold of one readings partition (pikit_spark/partition_fold.py): the task is
-given its partition's valid readings as they are, and judges them against its devices' baselines,
+given its partition's verdicts as they are (its readings, and a row for each dead letter), and
+judges the readings against its devices' baselines,
 seq marks, excursions and presence (anomalies.judge, presence.presence), all in its partition's
 state. Its alerts go out in the partition's transaction.
 

@@ -133,12 +133,11 @@ class StreamingApp:
 
         # Retried as a batch's write is: a driver started while the brokers are away waits for them.
         committed, state = sink.with_retries("resuming from Kafka", resume)
-        held = "the state in its partitions' tasks"
         starting = starting_offsets(args.readings_topic, partitions, committed, args.starting_offsets)
         query_dir = f"{checkpoints}/{stream}"
         shutil.rmtree(query_dir, ignore_errors=True)
         reading = f"reading {args.readings_topic} from {starting}"
-        LOG.info("%s: %s from %s; %s", instance, held, state_topic, reading)
+        LOG.info("%s: the state in its partitions' tasks from %s; %s", instance, state_topic, reading)
         # Named for its Kafka identity: the master tells one copy of an app from another by it.
         spark = session(instance, args.shuffle_partitions)
         settle_with_master(spark, instance)
