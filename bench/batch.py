@@ -36,9 +36,10 @@ from pathlib import Path
 
 from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.changelog import changes
-from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance, late_records
+from pikit_spark.device_windows import STATE_SCHEMAS, Timing, late_records
 from pikit_spark.readings import dead_letter_records, parse
 from pikit_spark.state import Tables
+from pikit_testkit.driver_fold import advance
 from pyspark.sql import DataFrame
 
 from bench.history import package_at

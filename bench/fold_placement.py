@@ -8,7 +8,7 @@ Spark SQL, on the executors) and fold (`device_windows.fold`):
 - driver: the summary's rows fetched to the driver and folded there against every device's
   state (`changelog.KafkaState`); the windows, the latest values, the state's changes and every
   partition's source offset go out in one transaction (`sink.TransactionalSink`), as the app did
-  (`device_windows.advance`; anomaly_alerts still folds on its driver);
+  (`pikit_testkit.driver_fold.advance`);
 - executors: `partition_fold.fold_batch`, what sensor_aggregates runs since the switch: the
   readings routed so that Spark's partition k holds readings partition k, summarized there, and
   folded by that task against its partition's state; it commits its partition's outputs, state
@@ -43,12 +43,13 @@ from typing import Any
 from kafka import TopicPartition
 from pikit_spark.aggregates import as_kafka_records, as_latest_records
 from pikit_spark.changelog import KafkaState
-from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance
+from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing
 from pikit_spark.partition_fold import PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.sink import Change, TransactionalSink
 from pikit_spark.window_fold import WindowFolder
 from pikit_testkit.broker import COMPACTED, LocalBroker, new_topic
+from pikit_testkit.driver_fold import advance
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 

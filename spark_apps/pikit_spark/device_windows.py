@@ -11,10 +11,10 @@ is stateless and each micro-batch advances a state of our own (pikit_spark/state
   `closed_through`, the window end up to which its windows are closed.
 
 Each micro-batch is read once, into a summary whose size follows the windows and the
-devices, not the readings (`summarize`). The summary is fetched to the driver in the same
-Spark job, and the state, the closed windows, the late readings and the dead letters are
-all computed from it there (`fold`), in plain Python: on a Pi cluster a Spark job costs
-a second or more whatever its size, and these are tables of thousands of rows.
+devices, not the readings (`summarize`). The task that holds a readings partition folds its
+partition's summary into that partition's state (`fold`, in plain Python: pikit_spark/
+window_fold.py, partition_fold.py). pikit_testkit's driver_fold folds a whole batch's summary
+on the driver, as the app did until 2026-12-04: the model the tasks are checked against.
 
 A device's windows close when its own event time passes their end by `slack_s`, or when
 the processing time passes their end by `horizon_s` (a device silent for longer). A
@@ -44,7 +44,6 @@ from pikit_spark.seqs import (
     at_or_below,
     block_aggregates,
     block_columns,
-    once_per_seq,
 )
 from pikit_spark.sink import Record
 from pikit_spark.state import TableRow, Tables, columns
@@ -72,7 +71,7 @@ class Timing:
 
 @dataclass(frozen=True)
 class Advance:
-    """What one micro-batch produced, on the driver."""
+    """What one micro-batch produced of a partition's state (or, in the driver's model, of all of it)."""
 
     closed: list[dict[str, Any]]  # windows closed now: CLOSED_SCHEMA's columns
     late: list[dict[str, Any]]  # device, seq, sensor, metric, value, unit, ts, reason
@@ -90,37 +89,6 @@ _DEAD_COLUMNS = {
     "offset": "long",
     "index": "int",
 }
-
-
-def advance(rows: DataFrame, processed_at: float, state: Tables, timing: Timing) -> Advance:
-    """One micro-batch and the state before it -> closed windows, late readings, dead letters,
-    the state after it.
-
-    `rows` are parse()'s verdicts (pikit_spark/readings.py), or valid readings alone (device,
-    seq, sensor, metric, value, unit, ts). The batch is read once, by `summarize`, into rows
-    whose number follows the windows and the devices, not the readings; they are fetched to
-    the driver in the same Spark job, and `fold` computes everything else there. A resend
-    within the batch (the same device and seq twice) is found by the summary's seq blocks;
-    only then are the readings of the devices concerned read a second time, deduplicated
-    reading by reading.
-    """
-    horizon_end = horizon_at(processed_at, timing)
-
-    def with_marks(again: DataFrame, redo: list[str]) -> DataFrame:
-        chosen = set(redo)
-        marks = {device: (seq, closed) for device, seq, _, closed in state["devices"] if device in chosen}
-        return summarize(again, marks, horizon_end, timing, seq_blocks=False)
-
-    # The batch is summarized without the devices' marks (no table of every device made on
-    # the driver, nor put in the plan); the few devices whose rows the marks would change are
-    # summarized again with theirs.
-    summary = once_per_seq(
-        summarize(rows, {}, horizon_end, timing),
-        rows,
-        with_marks,
-        undecided=lambda fetched: undecided(fetched, state["devices"], timing),
-    )
-    return fold(summary, state, processed_at, timing)
 
 
 def undecided(fetched: list[Row], devices: list[TableRow], timing: Timing) -> set[str]:
@@ -269,7 +237,8 @@ def summarize(
     - late reading (kind "late") and dead letter (kind "dead"), each a row of its own,
       with its reason (a dead letter's place in `dead_at`: topic, partition, offset, index);
     - with `seq_blocks`, block of 64 seqs of a device (kind null): n readings and a bit per
-      seq seen (pikit_spark/seqs.py).
+      seq seen (pikit_spark/seqs.py). Without `by_partition`, the summary is the driver's
+      model's (pikit_testkit/driver_fold.py); the app's tasks take `by_partition`'s.
 
     `by_partition` keeps each readings partition's rows apart, for the task that folds that
     partition (pikit_spark/partition_fold.py): every row also carries its `partition` and its

@@ -5,14 +5,13 @@ producer), so a reading at or below the device's high-water mark is a resend aft
 agent crash: one row of state per device drops it. A resend within one micro-batch is
 found while the batch is summarized: beside its other groups, a summary groups each
 device's readings by blocks of 64 seqs, counting them and setting a bit per seq. A block
-with more readings than bits holds a seq twice; only then are that device's readings read
-again and deduplicated one by one (`once_per_seq`).
+with more readings than bits holds a seq twice (`repeating`); only then are that device's
+readings read again and deduplicated one by one (partition_fold's second read).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -34,41 +33,6 @@ def block_columns(counted: Column) -> list[Column]:
 
 def block_aggregates() -> list[Column]:
     return [F.bit_or("seq_bit").alias("seq_bits")]
-
-
-def once_per_seq(
-    summary: DataFrame,
-    rows: DataFrame,
-    resummarize: Callable[[DataFrame, list[str]], DataFrame],
-    undecided: Callable[[list[Row]], set[str]] = lambda _: set(),
-) -> list[Row]:
-    """The summary's rows, fetched to the driver without its seq blocks (rows of a null
-    `kind`), where every device whose seqs repeat in the batch, or that `undecided` names from
-    the fetched rows, is summarized again by `resummarize` from its rows deduplicated by
-    (device, seq) (one copy kept: a resend is the same reading), which is also told those
-    devices.
-
-    `summary` may be made without the devices' marks (no broadcast job): `undecided` then
-    names the devices whose rows the marks would have changed (a seq at or below the mark, a
-    window the device had closed), and `resummarize` applies the marks to those alone.
-    One Spark job in the common case: only the blocks that hold a seq twice are fetched."""
-    is_block, fetched_rows = block_filters()
-    fetched = summary.where(fetched_rows).collect()
-    plain = [r for r in fetched if r["kind"] is not None]
-    redo = sorted({r["device"] for r in fetched if r["kind"] is None} | undecided(plain))
-    kept = [r for r in plain if r["device"] not in redo]
-    if not redo:
-        return kept
-    again = resummarize(rows.where(F.col("device").isin(redo)).dropDuplicates(["device", "seq"]), redo)
-    return kept + again.where(~is_block).collect()
-
-
-@functools.cache
-def block_filters() -> tuple[Column, Column]:
-    """A summary's seq-block rows, and the rows that `once_per_seq` fetches: built once, as each
-    PySpark function is a round trip to the driver's JVM."""
-    is_block = F.col("kind").isNull()
-    return is_block, ~is_block | (F.col("n") > F.bit_count("seq_bits"))
 
 
 def at_or_below(marks: dict[str, int], device: str | None, low_seq: int | None) -> bool:

@@ -1,7 +1,8 @@
 """The end-to-end suite's one lab and its order: the scenarios of every test_*.py here run one after
 another, in ORDER, on one converged lab (the `site` fixture, made once per session). And evidence of
-a failed test: the apps' journals over the test, kept and their tail printed. CI keeps only what a
-run prints, and the lab is gone by the time anyone reads it."""
+a failed test: the apps' journals since the lab came up, kept, and their tail printed. CI keeps only
+what a run prints, and the lab is gone by the time anyone reads it. The journals start with the lab,
+not with the test: a test that fails at its first line failed on what came before it."""
 
 from __future__ import annotations
 
@@ -106,26 +107,33 @@ def pytest_sessionfinish() -> None:
     done_alone()  # a suite that ended early holds no one up
 
 
+# When the session's lab came up (epoch seconds): where a failed test's journals start.
+LAB_UP = pytest.StashKey[float]()
+
+
 @pytest.fixture(autouse=True)
 def journals_of_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
-    started = time.time()
     yield
     if not request.node.stash.get(FAILED, False) or "site" not in request.fixturenames:
         return
     site = request.getfixturevalue("site")
-    text = apps_journal(SiteNodes.from_inventory(site.inventory, APPS), started - 5)
+    since = request.session.stash.get(LAB_UP, time.time() - 600)
+    text = apps_journal(SiteNodes.from_inventory(site.inventory, APPS), since - 5)
     path = site.logs / f"{request.node.name}.journal"
     path.write_text(text)
     lines = text.splitlines()
     name = request.node.name
-    print(f"\n[evidence] the apps' journals over {name} ({len(lines)} lines) in {path}; the last {TAIL}:")
+    print(
+        f"\n[evidence] the apps' journals since the lab came up ({len(lines)} lines) in {path}, "
+        f"{name} failed; the last {TAIL}:"
+    )
     for line in lines[-TAIL:]:
         print(f"  | {line[:300]}")
 
 
 # One lab for the whole suite: every scenario file shares it.
 @pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("e2e")
     shutil.copytree(REPO / "inventory/lab", root / "inventory")
     for path in (root / "inventory").rglob("*.yml"):
@@ -139,6 +147,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     site = Site(root)
     lab.down(LAB)
     lab.up(lab.spec_from_inventory(site.inventory))
+    request.session.stash[LAB_UP] = time.time()
     try:
         yield site
     finally:

@@ -1,6 +1,6 @@
 """A micro-batch folded by the tasks that hold its readings partitions (pikit_spark/
 partition_fold.py), on a real Spark and a real broker, against sensor_aggregates' fold on the
-driver (device_windows.advance) as the model: the same batches give the same windows, late
+driver (pikit_testkit.driver_fold.advance) as the model: the same batches give the same windows, late
 readings and dead letters, and the same state, with resends across and within batches, a
 device gone silent, a partition that reads nothing, a batch run twice, a task killed in its
 transaction, and the tasks of idle partitions left out."""
@@ -22,7 +22,7 @@ from pikit_contract.readings import Reading, encode_batch
 from pikit_spark import partition_fold
 from pikit_spark.aggregates import as_kafka_records
 from pikit_spark.changelog import read_state
-from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, advance, late_records
+from pikit_spark.device_windows import STATE_SCHEMAS, Advance, Timing, late_records
 from pikit_spark.partition_fold import Folded, IdlePartitions, PartitionBatch, Writer, fold_batch
 from pikit_spark.partition_sink import Slice
 from pikit_spark.readings import dead_letter_records, parse
@@ -30,6 +30,7 @@ from pikit_spark.sink import Change
 from pikit_spark.state import Tables
 from pikit_spark.window_fold import Outputs, WindowFolder
 from pikit_testkit.broker import COMPACTED, new_topic
+from pikit_testkit.driver_fold import advance
 from pikit_testkit.local_spark import local_session
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, lit, raise_error, when

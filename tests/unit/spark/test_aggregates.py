@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from pikit_spark.aggregates import as_kafka_records, as_latest_records
-from pikit_spark.device_windows import STATE_SCHEMAS, Timing, advance
+from pikit_spark.device_windows import STATE_SCHEMAS, Timing
 from pikit_spark.readings import parse
+from pikit_testkit.driver_fold import advance
 from pyspark.sql import SparkSession
 
 from tests.unit.spark.records import T0, batch, reading

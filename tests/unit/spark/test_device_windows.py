@@ -16,12 +16,12 @@ from pikit_spark.device_windows import (
     LATE_HORIZON,
     STATE_SCHEMAS,
     Timing,
-    advance,
     summarize,
 )
 from pikit_spark.readings import parse, too_far_ahead
 from pikit_spark.seqs import repeating
 from pikit_spark.state import Tables
+from pikit_testkit.driver_fold import advance
 from pikit_testkit.pipeline_model import Timing as ModelTiming
 from pikit_testkit.pipeline_model import compare, outcome
 from pyspark.sql import Row, SparkSession
