@@ -19,6 +19,8 @@ from pikit.phases import run
 QEMU_MIN_MAJOR = 10
 BINFMT_FLAGS = "POCF"
 _BINFMT = Path("/proc/sys/fs/binfmt_misc")
+# Where qemu-user-binfmt (Debian 13's, and bookworm-backports') leaves its entries for systemd-binfmt.
+_BINFMT_D = Path("/usr/lib/binfmt.d")
 
 
 _QEMU = {"arm64": "aarch64", "armhf": "arm"}
@@ -40,6 +42,11 @@ def enable_emulation(arch: str, mirror: str) -> None:
         entry = _BINFMT / f"qemu-{qemu}"
         if not entry.exists():
             run(["update-binfmts", "--enable", f"qemu-{qemu}"], check=False)
+        if not entry.exists():
+            # qemu-user-binfmt's entries are not in update-binfmts' database: systemd-binfmt
+            # registers them at boot, which a host without systemd as PID 1 never does.
+            _register_line(_with_flags(_conf_line(qemu)))
+            continue
         # With F the kernel keeps the interpreter it opened at registration: after an install,
         # every architecture's entry still runs the old qemu until it is registered again.
         if installed or not set(BINFMT_FLAGS) <= set(_binfmt_field(entry, "flags:")):
@@ -90,6 +97,24 @@ def _register(entry: Path) -> None:
     magic, mask = _binfmt_field(entry, "magic"), _binfmt_field(entry, "mask")
     offset = _binfmt_field(entry, "offset") or "0"
     entry.write_text("-1")
-    (_BINFMT / "register").write_text(
-        f":{entry.name}:M:{offset}:{escaped(magic)}:{escaped(mask)}:{interpreter}:{BINFMT_FLAGS}"
-    )
+    _register_line(f":{entry.name}:M:{offset}:{escaped(magic)}:{escaped(mask)}:{interpreter}:{BINFMT_FLAGS}")
+
+
+def _conf_line(qemu: str) -> str:
+    """qemu-user-binfmt's registration line of qemu-`qemu`, as binfmt.d writes it:
+    :name:type:offset:magic:mask:interpreter:flags."""
+    conf = _BINFMT_D / f"qemu-{qemu}.conf"
+    if not conf.exists():
+        raise SystemExit(
+            f"qemu-{qemu}: update-binfmts did not register it, and there is no {conf} to register"
+        )
+    return next(line for line in conf.read_text().splitlines() if line.startswith(":"))
+
+
+def _with_flags(line: str) -> str:
+    """A registration line with the lab's flags in place of its own."""
+    return f"{line.rsplit(':', 1)[0]}:{BINFMT_FLAGS}"
+
+
+def _register_line(line: str) -> None:
+    (_BINFMT / "register").write_text(line)
