@@ -13,7 +13,14 @@ with the lab's weight: under contention each gets half the machine, whatever its
 Work that no bound waits on (lint, the bench entries at a tiny size) runs in a third cgroup,
 `pikit_background`, at half that weight: it takes whatever CPU the timed phases leave idle (the
 end-to-end scenarios that run alone leave 0.4-0.9 of a core), and under contention a fifth of the
-machine, enough that no step of it times out (a bench entry's local broker must start in 90 s)."""
+machine, enough that no step of it times out (a bench entry's local broker must start in 90 s).
+
+Work that must never slow a timed phase, whatever its size, runs in a fourth, `pikit_idle`, which
+the kernel schedules as SCHED_IDLE (`cpu.idle`): it runs only on CPU that every other cgroup leaves
+unused. make test-ops' molecule scenarios run there, both their controller side and their nodes
+(`IDLE_CONTROLLER`, `IDLE_LAB`), beside the end-to-end suite's bounded faults: at any lower weight
+short of idle, its Kafka scenarios pushed the long nemesis's recoveries past their 60 s bounds
+(docs/testing.md, "make test-ops scenarios")."""
 
 from __future__ import annotations
 
@@ -30,12 +37,15 @@ LAB = "libpod_parent"
 SHARES = 1024
 BACKGROUND = "pikit_background"
 BACKGROUND_SHARES = 512
+IDLE = "pikit_idle"
+IDLE_CONTROLLER = f"{IDLE}/controller"
+IDLE_LAB = f"{IDLE}/lab"
 
 
 def weigh_as_one_machine(pid: int | None = None, root: Path = CPU_CGROUPS) -> bool:
     """Move `pid` (this process) and the children it starts from now on into the controller's
     cgroup, give it and the lab's the same weight, and make the background cgroup at half of it
-    (in_background). False where this machine has no cgroup v1
+    (in_background) and the idle cgroup (make_idle). False where this machine has no cgroup v1
     cpu hierarchy or it is not writable (cgroup v2, systemd's slices, no root): nothing changes."""
     if not (root / "cpu.shares").exists():
         return False
@@ -46,27 +56,51 @@ def weigh_as_one_machine(pid: int | None = None, root: Path = CPU_CGROUPS) -> bo
         (root / CONTROLLER / "cgroup.procs").write_text(f"{pid or os.getpid()}\n")
     except OSError:
         return False
+    make_idle(root)
     return True
 
 
-def in_background(argv: Sequence[str], root: Path = CPU_CGROUPS) -> list[str]:
-    """argv, run in the background cgroup where weigh_as_one_machine made one; as it is elsewhere."""
-    if not (root / BACKGROUND).is_dir():
+def make_idle(root: Path = CPU_CGROUPS) -> bool:
+    """The idle cgroup and its two halves, the controller's and the lab's, each at the kernel's
+    default weight within it. False where the kernel has no `cpu.idle` (before 5.15) or the
+    hierarchy is not writable: then nothing runs idle, and its work runs at its caller's weight."""
+    if not (root / "cpu.idle").exists():
+        return False
+    try:
+        for name in (IDLE, IDLE_CONTROLLER, IDLE_LAB):
+            (root / name).mkdir(exist_ok=True)
+        (root / IDLE / "cpu.idle").write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
+def idle_lab_parent(root: Path = CPU_CGROUPS) -> str | None:
+    """podman's --cgroup-parent for lab nodes that run idle; None where there is no idle cgroup."""
+    return f"/{IDLE_LAB}" if make_idle(root) else None
+
+
+def in_background(argv: Sequence[str], cgroup: str = BACKGROUND, root: Path = CPU_CGROUPS) -> list[str]:
+    """argv, run in `cgroup` (the background's by default) where weigh_as_one_machine made it;
+    as it is elsewhere."""
+    if not (root / cgroup).is_dir():
         return list(argv)
-    return [sys.executable, "-m", __name__, "--", *argv]
+    return [sys.executable, "-m", __name__, "--cgroup", cgroup, "--", *argv]
 
 
-def _join_background_and_exec(argv: Sequence[str], root: Path = CPU_CGROUPS) -> None:
+def _join_and_exec(cgroup: str, argv: Sequence[str], root: Path = CPU_CGROUPS) -> None:
     # Where it cannot join, it runs at the pipeline's own weight: slower neighbours, never a failed step.
     with contextlib.suppress(OSError):
-        (root / BACKGROUND / "cgroup.procs").write_text(f"{os.getpid()}\n")
+        (root / cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n")
     os.execvp(argv[0], list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run a command in the background cgroup.")
+    parser = argparse.ArgumentParser(description="Run a command in one of the pipeline's cgroups.")
+    parser.add_argument("--cgroup", default=BACKGROUND, choices=(BACKGROUND, IDLE_CONTROLLER))
     parser.add_argument("command", nargs="+")
-    _join_background_and_exec(parser.parse_args(argv).command)
+    args = parser.parse_args(argv)
+    _join_and_exec(args.cgroup, args.command)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from typing import Any
 
 from pikit import REPO
 from pikit.phases import die, phase, run, say
+from pikit_dev import cpu_share
 from pikit_dev.lab_image import DEFAULT_SUITE, LAB_USER, SUITES, ensure_image, host_arch, lab_home, ssh_key
 
 DEFAULT_LAB = "pikit-lab"
@@ -51,19 +52,16 @@ class Node:
     suite: str | None = None
 
 
-# Each node's CPU weight among the lab containers (podman --cpu-shares, within libpod_parent: see
-# pikit_dev.cpu_share). A lab read from an inventory (the demo's, the end-to-end suite's) gets the
-# kernel's default; molecule's scenarios ask for less (tests/molecule/create.yml).
-NODE_SHARES = 1024
-
-
 @dataclass(frozen=True)
 class LabSpec:
     name: str
     subnet: str
     nodes: tuple[Node, ...]
     suite: str = DEFAULT_SUITE
-    cpu_shares: int = NODE_SHARES
+    # Nodes that run only on CPU every other cgroup leaves unused (pikit_dev.cpu_share, IDLE_LAB):
+    # make test-ops' molecule scenarios, beside the end-to-end suite's bounded faults
+    # (tests/molecule/create.yml). A lab read from an inventory runs at the lab's weight.
+    idle: bool = False
 
     def validate(self) -> None:
         net = ipaddress.ip_network(self.subnet)
@@ -180,6 +178,13 @@ def netns_sysctls(proc_sys: Path = Path("/proc/sys")) -> list[str]:
     ]
 
 
+def _cgroup_args(spec: LabSpec) -> list[str]:
+    """podman's cgroup for the nodes: the idle cgroup's lab half where asked and the machine has
+    one, else podman's own (libpod_parent, at the lab's weight)."""
+    parent = cpu_share.idle_lab_parent() if spec.idle else None
+    return [f"--cgroup-parent={parent}"] if parent else []
+
+
 def up(spec: LabSpec, arch: str | None = None) -> None:
     spec.validate()
     arch = arch or host_arch()
@@ -211,7 +216,7 @@ def up(spec: LabSpec, arch: str | None = None) -> None:
                 "--ip",
                 node.ip,
                 "--systemd=always",
-                f"--cpu-shares={spec.cpu_shares}",
+                *_cgroup_args(spec),
                 # The firewall role loads nftables rules into the node's own network namespace.
                 "--cap-add=NET_ADMIN",
                 # systemd sets up a unit's sandbox (PrivateDevices=, ProtectSystem=, PrivateTmp=)
@@ -309,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p_up.add_argument("--arch", help="image architecture, e.g. arm64 (emulated)")
     p_up.add_argument(
-        "--cpu-shares", type=int, default=NODE_SHARES, help="each node's CPU weight beside other labs' nodes"
+        "--idle", action="store_true", help="run the nodes only on CPU that nothing else wants (SCHED_IDLE)"
     )
     p_up.add_argument(
         "--node-arch", action="append", default=[], metavar="NAME=ARCH", help="NAME's own architecture"
@@ -339,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
                 Node(name, ip, tuple(disks.get(name, [])), arches.get(name))
                 for name, ip in (item.split("=", 1) for item in args.node)
             )
-            spec = LabSpec(args.lab, args.subnet, nodes, args.suite, args.cpu_shares)
+            spec = LabSpec(args.lab, args.subnet, nodes, args.suite, args.idle)
         else:
             spec = spec_from_inventory(args.inventory)
         up(spec, args.arch)

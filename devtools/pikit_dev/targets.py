@@ -51,8 +51,9 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     """
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **(extra_env or {})}
     held: list[bytes] | None = getattr(_held, "lines", None)
-    if getattr(_held, "background", False):
-        argv = cpu_share.in_background(argv)
+    cgroup: str | None = getattr(_held, "cgroup", None)
+    if cgroup:
+        argv = cpu_share.in_background(argv, cgroup)
     if sys.stdout.isatty() and held is None:
         return subprocess.run(argv, cwd=cwd, env=env, check=False).returncode
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -193,9 +194,11 @@ class Beside:
 class Background:
     """Lanes of phases that no bound waits on: they start where the pipeline reaches them and run
     beside every later phase, in the background cgroup (pikit_dev.cpu_share), on the CPU that the
-    timed phases leave idle. The pipeline ends when they have ended too."""
+    timed phases leave idle; in the idle cgroup where they must never take CPU from a timed phase,
+    however much they would take. The pipeline ends when they have ended too."""
 
     lanes: Sequence[Sequence[Phase]]
+    cgroup: str = cpu_share.BACKGROUND
 
 
 Item = Phase | Beside | Background
@@ -292,19 +295,15 @@ def ops_phases() -> list[Item]:
     and the closing checks of the whole output (`frame`); then a lab on Bookworm, the Raspberry Pi
     OS release before the lab's default (Trixie): its converge, each broker re-flashed with Trixie
     in turn, the whole output. Both name their lab pikit-e2e, so they follow each other. The second
-    lane, in the background: the day-2 procedures' unit tests, then, once the first lane's converge
-    and Pis lost have run alone (as make test's molecule lane waits), the heavier molecule scenarios
-    and edge_agent's release roll-out. make test's own end-to-end scenarios are not run again: two
-    labs with Kafka clusters at once, the end-to-end suite whole beside Kafka's scenarios, were more
-    than two cores carry within the suite's bounds (docs/testing.md)."""
+    lane runs from the start in the idle cgroup, its nodes too (pikit_dev.cpu_share): the day-2
+    procedures' unit tests, the heavier molecule scenarios and edge_agent's release roll-out, on
+    the CPU the first lane leaves unused. make test's own end-to-end scenarios are not run again."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops test (a config-change rolling restart):
     # kafka/dedicated, which shares the verifier, would only repeat it on five nodes.
-    # The scenarios' nodes weigh a quarter of the end-to-end lab's (tests/molecule/create.yml): the
-    # long nemesis asserts each fault's recovery time beside them.
-    light = {"PIKIT_LAB_CPU_SHARES": "256"}
-    with_ops = {**light, "PIKIT_TEST_OPS": "1"}
+    idle = {"PIKIT_LAB_IDLE": "1"}
+    with_ops = {**idle, "PIKIT_TEST_OPS": "1"}
     ops_tests = {("kafka", "default"): with_ops}
     python = VENV_BIN / "python"
     end_to_end: list[Phase] = [
@@ -312,7 +311,7 @@ def ops_phases() -> list[Item]:
             "end-to-end: the Pis lost, then the ops scenarios",
             # Not make test's drivers' Pi lost: the standby's Pi lost needs only both apps on one
             # Pi, as the converge leaves them.
-            _e2e("-m", "(ops or frame) and not migration", env=_e2e_alone_env()),
+            _e2e("-m", "(ops or frame) and not migration"),
         ),
         (
             "end-to-end on Bookworm: the converge, each broker re-flashed with Trixie, the whole output",
@@ -324,22 +323,22 @@ def ops_phases() -> list[Item]:
             "unit tests of the day-2 procedures (the CA rotation, a mirror's identity exchange)",
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
         ),
-        ("wait for the end-to-end converge and the Pis lost", _after_e2e_alone),
-        *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), light))) for r, s in OPS_SCENARIOS],
+        *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), idle))) for r, s in OPS_SCENARIOS],
         # make test runs this scenario too, less its release roll-out (canary, rollback).
         (
             "molecule edge_agent/default with the agent's roll-out",
             _molecule("edge_agent", "default", with_ops),
         ),
     ]
-    # A fresh machine builds the image once, before the lanes race to. The scenarios run in the
-    # background (their controller side at half the weight, their nodes at a quarter): beside
-    # molecule kafka/default, its nodes at a quarter but its producers and playbooks at the
-    # pipeline's weight, the long nemesis's driver cuts recovered in 89-117 s and its commit-killed
-    # faults in 72-91 s, against 9-16 s and 24-25 s with the machine to itself (ad44cef).
+    # A fresh machine builds the image once, before the lanes race to. Every earlier layout gave
+    # the scenarios a weight (their nodes a quarter of the end-to-end lab's, their controller side
+    # half the pipeline's, or the same as both) and waited for the end-to-end suite's Pis lost:
+    # beside molecule kafka/default, the long nemesis's recoveries still went past their 60 s
+    # bounds (74 s, 66 s, 68 s at 28ff8ba; driver cuts 89-117 s and commit-killed faults 72-91 s at
+    # ea0d82a, against 9-16 s and 24-25 s with the machine to itself). Idle, they take none of its CPU.
     return [
         ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        Background([scenarios]),
+        Background([scenarios], cgroup=cpu_share.IDLE_CONTROLLER),
         *end_to_end,
     ]
 
@@ -388,17 +387,17 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
 
 
 def _start_lanes(
-    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, background: bool
+    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, cgroup: str | None
 ) -> tuple[list[threading.Thread], list[list[Result]]]:
     """A thread per lane, started. The first lane of a Beside streams its output; every other
     lane's, and every background lane's, is held and shown in one piece when the lane ends."""
     titles = [" > ".join(title for title, _ in lane) for lane in lanes]
-    kind = "in the background" if background else "at the same time"
+    kind = f"in the background ({cgroup})" if cgroup else "at the same time"
     say(f"==> [{name}] {kind}: {' | '.join(titles)}")
 
     def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
-        held = background or index > 0
-        _held.background = background
+        held = cgroup is not None or index > 0
+        _held.cgroup = cgroup
         if held:
             _held.lines = []
         try:
@@ -427,7 +426,7 @@ def _join_lanes(threads: list[threading.Thread], outs: list[list[Result]], resul
 def _run_beside(name: str, beside: Beside, results: list[Result]) -> float:
     """Every lane at once; the wall time they took together."""
     t0 = time.monotonic()
-    _join_lanes(*_start_lanes(name, beside.lanes, 1, background=False), results)
+    _join_lanes(*_start_lanes(name, beside.lanes, 1, cgroup=None), results)
     return time.monotonic() - t0
 
 
@@ -440,7 +439,7 @@ def run_pipeline(name: str) -> int:
     next_lane = 1 + max((len(item.lanes) for item in items if isinstance(item, Beside)), default=0)
     for item in items:
         if isinstance(item, Background):
-            background.append(_start_lanes(name, item.lanes, next_lane, background=True))
+            background.append(_start_lanes(name, item.lanes, next_lane, cgroup=item.cgroup))
             next_lane += len(item.lanes)
         elif isinstance(item, Beside):
             wall = _run_beside(name, item, results)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pikit_dev import lab
+from pikit_dev import cpu_share, lab
 from pikit_dev.lab import NETNS_SYSCTLS, LabSpec, Node, netns_sysctls, reflash, spec_from_inventory
 
 from pikit import REPO
@@ -78,16 +78,19 @@ def test_a_node_the_lab_lacks_is_not_reflashed(capsys: pytest.CaptureFixture[str
     assert "lab t has no node pi-9" in capsys.readouterr().err
 
 
-def test_a_scenario_lab_asks_for_its_cpu_weight_and_an_inventory_lab_keeps_the_default(
+def test_a_scenario_lab_may_run_idle_and_an_inventory_lab_keeps_the_labs_weight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[LabSpec] = []
     monkeypatch.setattr(lab, "up", lambda spec, arch=None: started.append(spec))
     argv = ["up", "--lab", "pikit-mol-x", "--subnet", "10.0.0.0/24", "--node", "a=10.0.0.1"]
-    lab.main([*argv, "--cpu-shares", "256"])
+    lab.main([*argv, "--idle"])
     lab.main(argv)
-    assert [spec.cpu_shares for spec in started] == [256, lab.NODE_SHARES]
+    assert [spec.idle for spec in started] == [True, False]
+    monkeypatch.setattr(cpu_share, "idle_lab_parent", lambda: "/pikit_idle/lab")
+    assert lab._cgroup_args(started[0]) == ["--cgroup-parent=/pikit_idle/lab"]
+    assert lab._cgroup_args(started[1]) == []
     create = yaml.safe_load((REPO / "tests/molecule/create.yml").read_text())
     start = next(task for task in create[0]["tasks"] if task["name"] == "Start the scenario's containers")
-    assert "'--cpu-shares=' ~ _cpu_shares" in start["ansible.builtin.command"]["argv"]
-    assert "PIKIT_LAB_CPU_SHARES" in create[0]["vars"]["_cpu_shares"]
+    assert "(['--idle'] if _idle | bool else [])" in start["ansible.builtin.command"]["argv"]
+    assert "PIKIT_LAB_IDLE" in create[0]["vars"]["_idle"]

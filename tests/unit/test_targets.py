@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pikit_dev.cpu_share import IDLE_CONTROLLER
 from pikit_dev.targets import (
     OPS_SCENARIOS,
     PIPELINES,
@@ -93,7 +94,7 @@ def test_a_background_lane_runs_beside_the_later_phases_and_the_pipeline_waits_f
     )
     assert run_pipeline("bg") == 0
     out = capfd.readouterr().out
-    assert "in the background: bg" in out
+    assert "in the background (pikit_background): bg" in out
     assert out.index("fg-says-2") < out.index("bg-says-done"), "the later phases did not wait for it"
     assert re.search(r"bg \[lane 1\]\s+[\d.]+s  ok", out)
     assert "phases: 3 passed, 0 failed" in out
@@ -109,12 +110,13 @@ def test_make_test_runs_lint_first_and_the_bench_entries_once_the_alone_scenario
     assert titles[0].startswith("wait for the end-to-end converge") and titles[-1] == "bench entries"
 
 
-def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_in_the_background() -> None:
+def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_idle() -> None:
     """Two lanes that share no lab: both end-to-end runs (one lab name) in the foreground, one after
-    the other; the rest in the background, whose nodes weigh a quarter of the end-to-end lab's."""
+    the other; the rest from the start in the idle cgroup, their nodes too."""
     image, background, *end_to_end = ops_phases()
     assert not isinstance(image, Beside | Background) and image[0] == "lab image"
     assert isinstance(background, Background) and len(background.lanes) == 1
+    assert background.cgroup == IDLE_CONTROLLER
     scenarios = [title for title, _ in background.lanes[0]]
     titles = [item[0] for item in end_to_end if not isinstance(item, Beside | Background)]
     assert len(titles) == len(end_to_end) == 2 and all(title.startswith("end-to-end") for title in titles)
