@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ import pytest
 from pikit_testkit.broker import free_port
 from pikit_testkit.certs import certificate, new_key, pem
 
-from pikit.tlsscan import scan
+from pikit.tlsscan import NoAnswerError, Patience, scan
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +70,17 @@ def test_a_cbc_suite_is_found(with_cbc: str, tls: tuple[Path, Path]) -> None:
     assert offer.protocols == {"TLSv1.2"}
     assert offer.weaker_than_aead() == ["TLSv1.2 ECDHE-RSA-AES128-SHA"]
     assert offer.suites == {"TLSv1.2": {"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA"}}
+
+
+def test_a_listener_that_never_answers_is_no_answer_not_a_refusal(tls: tuple[Path, Path]) -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # takes the connection, says nothing
+    try:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(
+            NoAnswerError, match=r"no answer to a TLSv1[.0-9]* handshake in 2 tries of 0\.5 s"
+        ):
+            scan(address, tls[0], workers=1, patience=Patience(timeout=0.5, tries=2))
+        assert time.monotonic() - started < 10
+    finally:
+        silent.close()
