@@ -199,6 +199,9 @@ class Background:
 
     lanes: Sequence[Sequence[Phase]]
     cgroup: str = cpu_share.BACKGROUND
+    # Phases that share nothing (each molecule scenario makes its own lab) all run, whichever
+    # failed before: a lane of two hours that stops at its first failure hides the rest.
+    keep_going: bool = False
 
 
 Item = Phase | Beside | Background
@@ -338,7 +341,7 @@ def ops_phases() -> list[Item]:
     # ea0d82a, against 9-16 s and 24-25 s with the machine to itself). Idle, they take none of its CPU.
     return [
         ("lab image", _cmd(python, "-m", "pikit_dev.lab", "image")),
-        Background([scenarios], cgroup=cpu_share.IDLE_CONTROLLER),
+        Background([scenarios], cgroup=cpu_share.IDLE_CONTROLLER, keep_going=True),
         *end_to_end,
     ]
 
@@ -372,8 +375,10 @@ class Result:
     wall: bool = False  # the wall time of lanes run together, not a phase of its own
 
 
-def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Result]) -> None:
-    """The phases one after another, until one fails."""
+def _run_lane(
+    name: str, phases: Sequence[Phase], lane: int, results: list[Result], keep_going: bool = False
+) -> None:
+    """The phases one after another, until one fails (each of them, if they share nothing)."""
     for title, step in phases:
         _say(f"==> [{name}] {title}")
         t0 = time.monotonic()
@@ -382,12 +387,12 @@ def _run_lane(name: str, phases: Sequence[Phase], lane: int, results: list[Resul
         elapsed = time.monotonic() - t0
         results.append(Result(title, elapsed, rc, tail, lane))
         _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
-        if rc != 0:
+        if rc != 0 and not keep_going:
             return
 
 
 def _start_lanes(
-    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, cgroup: str | None
+    name: str, lanes: Sequence[Sequence[Phase]], first_lane: int, cgroup: str | None, keep_going: bool = False
 ) -> tuple[list[threading.Thread], list[list[Result]]]:
     """A thread per lane, started. The first lane of a Beside streams its output; every other
     lane's, and every background lane's, is held and shown in one piece when the lane ends."""
@@ -401,7 +406,7 @@ def _start_lanes(
         if held:
             _held.lines = []
         try:
-            _run_lane(name, phases, first_lane + index, out)
+            _run_lane(name, phases, first_lane + index, out, keep_going)
         finally:
             if held:
                 with _print_lock:
@@ -439,7 +444,7 @@ def run_pipeline(name: str) -> int:
     next_lane = 1 + max((len(item.lanes) for item in items if isinstance(item, Beside)), default=0)
     for item in items:
         if isinstance(item, Background):
-            background.append(_start_lanes(name, item.lanes, next_lane, cgroup=item.cgroup))
+            background.append(_start_lanes(name, item.lanes, next_lane, item.cgroup, item.keep_going))
             next_lane += len(item.lanes)
         elif isinstance(item, Beside):
             wall = _run_beside(name, item, results)

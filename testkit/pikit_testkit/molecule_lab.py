@@ -145,6 +145,16 @@ def playbook(
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
 
 
+def planned_active(run: subprocess.CompletedProcess[str]) -> str:
+    """The controller that the run's restart order took as active, as its task's name says
+    (roles/kafka/tasks/active_controller.yml)."""
+    marker = "Order the restart, the active controller last of its tier: "
+    lines = run.stdout.splitlines()
+    named = [line.split(marker)[1].split("]")[0].strip() for line in lines if marker in line]
+    assert named, "the run ordered no restart"
+    return named[-1]
+
+
 def restarts(run: subprocess.CompletedProcess[str]) -> list[tuple[str, str]]:
     """(host, reasons) of each restart the run made, in its order, from the rolling restart's task names."""
     marker = "TASK [rolling_restart : Restart kafka on "

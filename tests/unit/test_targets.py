@@ -116,8 +116,22 @@ def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_idle() -
     image, background, *end_to_end = ops_phases()
     assert not isinstance(image, Beside | Background) and image[0] == "lab image"
     assert isinstance(background, Background) and len(background.lanes) == 1
-    assert background.cgroup == IDLE_CONTROLLER
+    assert background.cgroup == IDLE_CONTROLLER and background.keep_going
     scenarios = [title for title, _ in background.lanes[0]]
     titles = [item[0] for item in end_to_end if not isinstance(item, Beside | Background)]
     assert len(titles) == len(end_to_end) == 2 and all(title.startswith("end-to-end") for title in titles)
     assert not any(title.startswith("end-to-end") for title in scenarios)
+
+
+def test_a_lane_of_phases_that_share_nothing_runs_each_whatever_failed_before(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def sh(script: str) -> Step:
+        return lambda tail: _stream(["bash", "-c", script], Path(), tail)
+
+    lane = [("first", sh("exit 3")), ("second", sh("echo second-ran"))]
+    monkeypatch.setitem(PIPELINES, "each", lambda: [Background([lane], keep_going=True)])
+    assert run_pipeline("each") != 0
+    out = capfd.readouterr().out
+    assert "second-ran" in out
+    assert "phases: 1 passed, 1 failed" in out
