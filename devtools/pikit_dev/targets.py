@@ -70,13 +70,14 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     return proc.wait()
 
 
-def _say(message: str) -> None:
-    """A line of the pipeline's own, or held with its lane's output while the lane runs."""
+def _say(message: str, now: bool = False) -> None:
+    """A line of the pipeline's own, or held with its lane's output while the lane runs; `now`
+    prints it at once as well (a phase's end: a lane held for two hours still shows where it is)."""
     held: list[bytes] | None = getattr(_held, "lines", None)
-    if held is None:
+    if held is None or now:
         with _print_lock:
             say(message)
-    else:
+    if held is not None:
         held.append(f"{message}\n".encode())
 
 
@@ -386,7 +387,8 @@ def _run_lane(
         rc = step(tail)
         elapsed = time.monotonic() - t0
         results.append(Result(title, elapsed, rc, tail, lane))
-        _say(f"<== [{name}] {title}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {elapsed:.1f}s")
+        verdict = "ok" if rc == 0 else f"FAILED (exit {rc})"
+        _say(f"<== [{name}] {title}: {verdict} in {elapsed:.1f}s", now=True)
         if rc != 0 and not keep_going:
             return
 
