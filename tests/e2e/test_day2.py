@@ -246,9 +246,15 @@ def _active_since(node: str, unit: str) -> str:
     return sh(node, f"systemctl show -p ActiveEnterTimestampMonotonic --value {unit}").strip()
 
 
-# The kit before the reading contract's version 2: its apps read version 1 alone, its agent
-# release 0.1.0 writes it. A commit of this repository's own history, checked out beside it.
+# The kit before the reading contract's version 2: its agent release 0.1.0 writes version 1. A
+# commit of this repository's own history, checked out beside it.
 CONTRACT_V1_KIT = "2733c2e"
+# Its apps cannot stand for the apps of before: they took options this kit's roles no longer pass
+# (`--output-dir`, the roll-ups' Parquet, gone with issue 66) and ran one driver on shared storage,
+# not an elected driver with its state in Kafka. The apps of before are this kit's, built from a
+# checkout of HEAD whose contract reads version 1 alone.
+V1_ONLY = ("SCHEMAS_READ = (1, 2)", "SCHEMAS_READ = (1,)")
+CONTRACT = "contract/pikit_contract/readings.py"
 EDGE_AGENT_FILTERS = load_filter_plugin("edge_agent", "edge_agent_filters")  # the roll-out gate's
 STREAMING_APPS = list(APP_PORTS)
 
@@ -256,32 +262,36 @@ STREAMING_APPS = list(APP_PORTS)
 @pytest.mark.ops
 @pytest.mark.timeout(2400)
 def test_a_release_of_a_new_contract_version_waits_for_the_apps(site: Site) -> None:
-    """The site as it ran before the contract's version 2: agents on 0.1.0 (version 1), apps of
-    that kit (reading version 1 alone). Rolling 0.2.0 (version 2) out is refused before any device
-    changes, naming each app; the apps upgraded (submit.yml of this kit), the same roll-out goes
-    through. The agents produce throughout, and every reading of both versions is in the
-    aggregates, exact against a recompute of the raw topic."""
-    old_kit = site.logs / "kit-contract-v1"
+    """The site as it ran before the contract's version 2: agents on 0.1.0 (version 1), apps that
+    read version 1 alone. Rolling 0.2.0 (version 2) out is refused before any device changes,
+    naming each app; the apps upgraded (submit.yml of this kit), the same roll-out goes through.
+    The agents produce throughout, and every reading of both versions is in the aggregates, exact
+    against a recompute of the raw topic."""
+    old_kit, v1_apps = site.logs / "kit-contract-v1", site.logs / "kit-reads-v1"
     git = ["git", "-C", str(REPO), "worktree"]
-    subprocess.run([*git, "remove", "--force", old_kit], check=False, capture_output=True)
-    subprocess.run([*git, "add", "--detach", old_kit, CONTRACT_V1_KIT], check=True)
+    for path, commit in ((old_kit, CONTRACT_V1_KIT), (v1_apps, "HEAD")):
+        subprocess.run([*git, "remove", "--force", path], check=False, capture_output=True)
+        subprocess.run([*git, "add", "--detach", path, commit], check=True)
+    contract = v1_apps / CONTRACT
+    assert V1_ONLY[0] in contract.read_text(), f"{CONTRACT} no longer says {V1_ONLY[0]}"
+    contract.write_text(contract.read_text().replace(*V1_ONLY))
     try:
-        roll_out_a_contract_version(site, old_kit)
+        roll_out_a_contract_version(site, old_kit, v1_apps)
     finally:
-        subprocess.run([*git, "remove", "--force", old_kit], check=False)
+        for path in (old_kit, v1_apps):
+            subprocess.run([*git, "remove", "--force", path], check=False)
 
 
-def roll_out_a_contract_version(site: Site, old_kit: Path) -> None:
+def roll_out_a_contract_version(site: Site, old_kit: Path, v1_apps: Path) -> None:
     old_release = cache_agent_release(old_kit)
     new_release = agent_release(REPO)
     assert (old_release, new_release) == ("0.1.0", "0.2.0")
 
     # Back to the site of before: the agents first (the running apps read both), then the apps.
     site.playbook("edge-upgrade.yml", "v-agents-old.log", "-e", f"edge_agent_version={old_release}")
-    # That kit's apps (its bundle.py packs its own sources), with this kit's roles and cache, and
-    # without the options it did not have yet.
-    old_apps = ["-e", f"pikit_kit_dir={old_kit}", "-e", f"pikit_artifact_cache={artifacts.cache_dir()}"]
-    old_apps += ["-e", json.dumps({"spark_latest_gauges": []})]
+    # The apps that read version 1 alone (bundle.py packs the checkout's own sources), with this
+    # kit's roles and cache.
+    old_apps = ["-e", f"pikit_kit_dir={v1_apps}", "-e", f"pikit_artifact_cache={artifacts.cache_dir()}"]
     for app in STREAMING_APPS:
         site.playbook("submit.yml", f"v-{app}-old.log", "-e", f"app={app}", *old_apps)
     wait_for("the old apps to say what they read", lambda: apps_read() == {(1,)})
