@@ -12,7 +12,7 @@ from pikit import REPO
 
 def test_the_site_model_is_kept_only_after_every_check() -> None:
     tasks: list[dict[str, Any]] = yaml.safe_load((REPO / "roles/pikit/tasks/preflight.yml").read_text())
-    writes = [i for i, task in enumerate(tasks) if task.get("vars", {}).get("pikit_site_write")]
+    writes = [i for i, task in enumerate(tasks) if "pikit_site_json" in task]
     checks = [
         i
         for i, task in enumerate(tasks)
