@@ -300,8 +300,8 @@ def ops_phases() -> list[Item]:
     OS release before the lab's default (Trixie): its converge, each broker re-flashed with Trixie
     in turn, the whole output. Both name their lab pikit-e2e, so they follow each other. The second
     lane runs from the start in the idle cgroup, its nodes too (pikit_dev.cpu_share): the day-2
-    procedures' unit tests, the heavier molecule scenarios and edge_agent's release roll-out, on
-    the CPU the first lane leaves unused. make test's own end-to-end scenarios are not run again."""
+    procedures' unit tests and the heavier molecule scenarios, on the CPU the first lane leaves
+    unused. make test's own end-to-end scenarios are not run again."""
     for (role, scenario), why in OPS_SCENARIOS.items():
         say(f"    {role}/{scenario}: {why}")
     # kafka/default alone runs the verifier's ops test (a config-change rolling restart):
@@ -328,11 +328,6 @@ def ops_phases() -> list[Item]:
             _cmd(python, "-m", "pytest", "-q", DURATIONS, "-m", "ops", *UNIT_TESTS),
         ),
         *[(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), idle))) for r, s in OPS_SCENARIOS],
-        # make test runs this scenario too, less its release roll-out (canary, rollback).
-        (
-            "molecule edge_agent/default with the agent's roll-out",
-            _molecule("edge_agent", "default", with_ops),
-        ),
     ]
     # A fresh machine builds the image once, before the lanes race to. Every earlier layout gave
     # the scenarios a weight (their nodes a quarter of the end-to-end lab's, their controller side

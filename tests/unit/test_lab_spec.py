@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,29 @@ def test_a_scenario_lab_may_run_idle_and_an_inventory_lab_keeps_the_labs_weight(
     start = next(task for task in create[0]["tasks"] if task["name"] == "Start the scenario's containers")
     assert "(['--idle'] if _idle | bool else [])" in start["ansible.builtin.command"]["argv"]
     assert "PIKIT_LAB_IDLE" in create[0]["vars"]["_idle"]
+
+
+@pytest.mark.parametrize(("idle", "kafka", "spark"), [(None, 300, 180), ("1", 1200, 720)])
+def test_an_idle_lab_waits_longer_for_its_services_to_start(idle: str | None, kafka: int, spark: int) -> None:
+    """make test-ops' idle scenarios (PIKIT_LAB_IDLE=1) get only the CPU left over: their health
+    gates wait four times the roles' defaults; any other lab waits the defaults."""
+    env = {k: v for k, v in os.environ.items() if k != "PIKIT_LAB_IDLE"} | (
+        {"PIKIT_LAB_IDLE": idle} if idle else {}
+    )
+    msg = (
+        "{{ [kafka_restart_timeout, spark_restart_timeout, connect_start_timeout] | map('int') | join(',') }}"
+    )
+    ansible = Path(sys.executable).parent / "ansible"
+    argv = [
+        str(ansible),
+        "-i",
+        "inventory/lab",
+        "pi-1",
+        "-o",
+        "-m",
+        "ansible.builtin.debug",
+        "-a",
+        f"msg={msg}",
+    ]
+    out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert f'"msg": "{kafka},{spark},{spark}"' in out, out

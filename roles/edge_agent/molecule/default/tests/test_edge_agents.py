@@ -23,7 +23,7 @@ import pytest
 from edge_agent.flash import layout, unit
 from edge_agent.sensors import device_nodes
 from pikit_contract.readings import decode_batch
-from pikit_testkit.molecule_lab import journal, ops_only, playbook, podman, recap
+from pikit_testkit.molecule_lab import journal, playbook, podman, recap
 from pikit_testkit.polling import wait_for
 
 from pikit import REPO
@@ -237,8 +237,8 @@ def add_release(cache: Path, version: str, patch: tuple[str, str, str] | None = 
     manifest.record(f"agent/pikit_edge_agent-{version}-py3-none-any.whl", "built:test")
 
 
-# Three runs of edge-upgrade.yml and a rollback, about 6 minutes on CI's 2 cores: make test-ops.
-@ops_only
+# Three runs of edge-upgrade.yml and a rollback, about 6 minutes on CI's 2 cores: in make test, its
+# molecule lane ends minutes before the end-to-end suite beside it (docs/testing.md).
 def test_an_agent_release_rolls_out_canary_first_and_a_bad_one_rolls_back(tmp_path: Path) -> None:
     """edge-upgrade.yml: release 0.9.1 goes to the canary (edgelab-a), then to edgelab-b, each
     counted only once its readings naming 0.9.1 are in Kafka; a second run changes nothing. Release
