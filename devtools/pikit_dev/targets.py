@@ -37,10 +37,29 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 Step = Callable[[list[str]], int]
 
 
-# A lane that runs beside another holds its output here until it ends, so that two phases'
-# lines never interleave; None (the default) passes output straight through.
+# A lane that runs beside another holds its output (`_held.out`) until it ends, so that two
+# phases' lines never interleave; None (the default) passes output straight through.
 _held = threading.local()
 _print_lock = threading.Lock()
+
+
+class HeldOutput:
+    """A held lane's output: kept, to print in one piece when the lane ends, and written to a file
+    as it comes, so that a lane held for two hours can be followed (and a failure read) meanwhile."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lines: list[bytes] = []
+        self._file = path.open("wb")
+
+    def add(self, raw: bytes) -> None:
+        self.lines.append(raw)
+        self._file.write(raw)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, str] | None = None) -> int:
@@ -50,7 +69,7 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
     the person watching has the failure in front of them anyway.
     """
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **(extra_env or {})}
-    held: list[bytes] | None = getattr(_held, "lines", None)
+    held: HeldOutput | None = getattr(_held, "out", None)
     cgroup: str | None = getattr(_held, "cgroup", None)
     if cgroup:
         argv = cpu_share.in_background(argv, cgroup)
@@ -64,7 +83,7 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
             sys.stdout.buffer.write(raw)
             sys.stdout.flush()
         else:
-            held.append(raw)
+            held.add(raw)
         kept.append(_ANSI.sub("", raw.decode(errors="replace")).rstrip())
     tail.extend(kept)
     return proc.wait()
@@ -73,12 +92,12 @@ def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, st
 def _say(message: str, now: bool = False) -> None:
     """A line of the pipeline's own, or held with its lane's output while the lane runs; `now`
     prints it at once as well (a phase's end: a lane held for two hours still shows where it is)."""
-    held: list[bytes] | None = getattr(_held, "lines", None)
+    held: HeldOutput | None = getattr(_held, "out", None)
     if held is None or now:
         with _print_lock:
             say(message)
     if held is not None:
-        held.append(f"{message}\n".encode())
+        held.add(f"{message}\n".encode())
 
 
 def _cmd(*argv: str | Path, env: dict[str, str] | None = None) -> Step:
@@ -396,19 +415,26 @@ def _start_lanes(
     titles = [" > ".join(title for title, _ in lane) for lane in lanes]
     kind = f"in the background ({cgroup})" if cgroup else "at the same time"
     say(f"==> [{name}] {kind}: {' | '.join(titles)}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    held = {
+        index: HeldOutput(lab_home() / "logs" / f"{name}-lane{first_lane + index}-{stamp}.log")
+        for index in range(len(lanes))
+        if cgroup is not None or index > 0
+    }
+    for index, out in held.items():
+        say(f"    lane {first_lane + index}'s output, as it runs: {out.path}")
 
     def lane_main(index: int, phases: Sequence[Phase], out: list[Result]) -> None:
-        held = cgroup is not None or index > 0
         _held.cgroup = cgroup
-        if held:
-            _held.lines = []
+        _held.out = held.get(index)
         try:
             _run_lane(name, phases, first_lane + index, out, keep_going)
         finally:
-            if held:
+            if index in held:
+                held[index].close()
                 with _print_lock:
                     say(f"--- [{name}] lane {first_lane + index} ({titles[index]}), held while it ran:")
-                    sys.stdout.buffer.write(b"".join(_held.lines))
+                    sys.stdout.buffer.write(b"".join(held[index].lines))
                     sys.stdout.flush()
 
     outs: list[list[Result]] = [[] for _ in lanes]

@@ -23,6 +23,12 @@ from pikit_dev.targets import (
 from pikit_dev.targets import test_phases as make_test_phases
 
 
+@pytest.fixture(autouse=True)
+def _lab_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Held lanes' logs go under the lab's home: the test's own."""
+    monkeypatch.setenv("PIKIT_LAB_HOME", str(tmp_path / "lab"))
+
+
 def test_a_failed_phase_keeps_the_lines_that_say_why(capfd: object) -> None:
     tail: list[str] = []
     script = (
@@ -69,6 +75,10 @@ def test_lanes_run_at_the_same_time_and_a_held_lane_prints_in_one_piece(
     assert "a-says-1" in out and "a-says-2" in out
     held = out.index("b-says-1")
     assert out[held : out.index("b-says-2")] == "b-says-1\n", "a held lane's lines stay together"
+    # ... and went to a file as they came, which the pipeline named when the lane started.
+    (log,) = (tmp_path / "lab/logs").glob("lanes-lane2-*.log")
+    assert f"lane 2's output, as it runs: {log}" in out
+    assert "b-says-1\nb-says-2\n" in log.read_text()
     assert "why b1 failed" in out and "FAILED (exit 4)" in out
     assert "phases: 2 passed, 1 failed" in out, "the lanes' wall-time row is not a phase"
     assert re.search(r"a1 \[lane 1\]\s+[\d.]+s  ok", out) and re.search(
