@@ -44,22 +44,22 @@ _print_lock = threading.Lock()
 
 
 class HeldOutput:
-    """A held lane's output: kept, to print in one piece when the lane ends, and written to a file
-    as it comes, so that a lane held for two hours can be followed (and a failure read) meanwhile."""
+    """A held lane's output, written to a file as it comes, so that a lane held for two hours can
+    be followed (and a failure read) meanwhile; the file is printed in one piece when it ends."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.lines: list[bytes] = []
         self._file = path.open("wb")
 
     def add(self, raw: bytes) -> None:
-        self.lines.append(raw)
         self._file.write(raw)
         self._file.flush()
 
-    def close(self) -> None:
+    def close(self) -> bytes:
+        """Everything the lane wrote."""
         self._file.close()
+        return self.path.read_bytes()
 
 
 def _stream(argv: list[str], cwd: Path, tail: list[str], extra_env: dict[str, str] | None = None) -> int:
@@ -431,10 +431,10 @@ def _start_lanes(
             _run_lane(name, phases, first_lane + index, out, keep_going)
         finally:
             if index in held:
-                held[index].close()
+                written = held[index].close()
                 with _print_lock:
                     say(f"--- [{name}] lane {first_lane + index} ({titles[index]}), held while it ran:")
-                    sys.stdout.buffer.write(b"".join(held[index].lines))
+                    sys.stdout.buffer.write(written)
                     sys.stdout.flush()
 
     outs: list[list[Result]] = [[] for _ in lanes]
