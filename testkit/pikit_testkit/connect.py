@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,25 @@ class LocalWorker:
         self.proc.wait(timeout=30)
         self.proc = None
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
-            self.proc = None
+    def stop(self, grace: float = 60) -> None:
+        """SIGTERM, and after `grace` seconds SIGKILL, as systemd's TimeoutStopSec does to the
+        role's unit. A worker that outlives its grace first dumps its threads into connect.log
+        (SIGQUIT), so the reason it hung is kept."""
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGQUIT)
+            time.sleep(2)
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            log = self.work / "connect.log"
+            warnings.warn(
+                f"Connect worker alive {grace:.0f} s after SIGTERM, killed; its threads: {log}", stacklevel=2
+            )
+        self.proc = None
 
     def reconcile(
         self, connectors: list[dict[str, Any]], check: bool = False, **given: Any
