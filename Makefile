@@ -31,7 +31,7 @@ demo: bootstrap ## the main job on the local lab: cluster up, provisioned by pla
 test: bootstrap ## everything CI runs: lint, unit, integration, molecule, the end-to-end fault suite
 	@$(PY) -m pikit_dev.targets test
 
-test-ops: bootstrap artifacts ## what make test leaves out: the day-2 procedures' unit tests, heavier molecule scenarios (dedicated controllers and broker faults, Kafka upgrade, broker scale-out/in, controllers 3 to 5 to 3, the agent on emulated arm64 and armhf, a site mirrored to a core, an agent producing, its uplink cut for 10 minutes, then the site removed), e2e with the long nemesis (any Pi lost for good among its faults), certificate renewal, CA rotation (with a client of each step's files), a contract version rolled out apps first, and the standby driver's and the master's Pi lost for good and replaced (about 85 minutes on 2 cores before connect/mirror, which adds about 25, and the day-2 unit tests, about 2 more)
+test-ops: bootstrap artifacts ## what make test leaves out, in two lanes (README: What make test-ops adds): the end-to-end suite's Pis lost for good, long nemesis, certificate renewal, CA rotation, contract roll-out and a Bookworm lab re-flashed with Trixie; beside it, idle, the day-2 unit tests and the heavier molecule scenarios (a site mirrored to a core, Kafka's upgrade and scale-out/in, dedicated controllers and broker faults, 3 to 5 to 3 voters, Spark's tarball, the agent on emulated arm64 and armhf)
 	@$(PY) -m pikit_dev.targets test-ops
 
 lint: bootstrap ## yamllint, ansible-lint (production), ruff, mypy

@@ -131,6 +131,9 @@ def test_test_ops_runs_the_end_to_end_suite_with_the_molecule_scenarios_idle() -
     titles = [item[0] for item in end_to_end if not isinstance(item, Beside | Background)]
     assert len(titles) == len(end_to_end) == 2 and all(title.startswith("end-to-end") for title in titles)
     assert not any(title.startswith("end-to-end") for title in scenarios)
+    # The scenario that mostly waits (the mirror's 10-minute uplink cut) beside lane 1; the
+    # slowest converge (emulated devices) last, when lane 1 has ended.
+    assert scenarios[0] == "molecule connect/mirror" and scenarios[-1] == "molecule edge_agent/emulated"
 
 
 def test_a_lane_of_phases_that_share_nothing_runs_each_whatever_failed_before(

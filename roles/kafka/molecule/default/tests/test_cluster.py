@@ -306,8 +306,9 @@ faults = pytest.mark.skipif(
     os.environ.get("KAFKA_TEST_FAULTS") != "1", reason="broker faults run in the dedicated scenario"
 )
 # A test of several converges under a producer (the config-change restart): make test-ops runs it
-# on combined mode (molecule_lab.ops_only). The CA rotation is the e2e suite's (test_security.py),
-# which also keeps a client of each step's files producing through it and judges the whole pipeline.
+# on dedicated controllers (molecule_lab.ops_only). The CA rotation is the e2e suite's
+# (test_security.py), which also keeps a client of each step's files producing through it and
+# judges the whole pipeline.
 ops = molecule_lab.ops_only
 
 
@@ -402,9 +403,9 @@ def _pending(node: str) -> str:
 
 
 # Two runs of kafka.yml and a health-gated restart of every node: 580 s beside the end-to-end lab
-# on five nodes at a942b75. make test-ops runs it on combined mode (kafka/default), where the CA
-# rotation restarts every node through the same pattern; make test keeps the restart plan's unit
-# tests (tests/unit/test_rolling_restart_filters.py).
+# on five nodes at a942b75. make test-ops runs it on kafka/dedicated, whose controllers must restart
+# first; make test keeps the restart plan's unit tests (tests/unit/test_rolling_restart_filters.py),
+# and the end-to-end CA rotation restarts every combined node through the same pattern.
 @pytest.mark.timeout(1200)
 @ops
 def test_a_config_change_restarts_one_node_at_a_time_losing_nothing() -> None:
