@@ -57,7 +57,10 @@ def core() -> dict[str, Any]:
 
 
 def worker() -> Any:
-    return testinfra.get_host(f"ansible://{WORKER}?ansible_inventory={os.environ['MOLECULE_INVENTORY_FILE']}")
+    """The worker's node, as root through sudo: the lab logs in as `pi`, as on a Pi, and this
+    scenario's molecule inventory (create, destroy, the verifier) carries no ansible_become."""
+    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
+    return testinfra.get_host(f"ansible://{WORKER}?ansible_inventory={inventory}", sudo=True)
 
 
 def connectors() -> Any:
