@@ -21,6 +21,7 @@ from pikit_testkit.molecule_lab import (
     assert_every_ack_once_in_order,
     consume_all,
     finalized_features,
+    planned_active,
     playbook,
     podman,
     producing,
@@ -131,7 +132,11 @@ def test_the_upgrade_and_the_finalize_lose_nothing_under_a_producer(before: dict
         f"sent {sender.sent}, "
         f"acknowledged {len(sender.acked)}, failed {sender.failed}, read back {len(consumed)}"
     )
-    assert [host for host, _ in steps][-1] == leader, "the active controller restarts last"
+    # The leader the run ordered from: a starved quorum may elect another between the test's look
+    # and the run's (kafka-1 against kafka-3 in make test-ops' idle lane, 2026-12-06).
+    active = planned_active(upgrade)
+    print(f"active controller: {leader} when the test looked, {active} when the run ordered the restarts")
+    assert [host for host, _ in steps][-1] == active, "the active controller restarts last"
     assert sorted(host for host, _ in steps) == sorted(NODES), "every node restarted once"
     assert all("version" in reasons for _, reasons in steps), steps
     assert mid == {"releases": {n: TO for n in NODES}, "running": {n: TO for n in NODES}}
