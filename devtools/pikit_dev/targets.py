@@ -115,9 +115,8 @@ def failure_digest(lines: list[str], limit: int = 40) -> list[str]:
 
 
 # Scenarios whose ground `make test` already covers on the end-to-end lab; they run in
-# `make test-ops` so that `make test` stays within CI's hour on 2 cores. The first mostly waits (its
-# uplink cut for 10 minutes) and runs in a lane of its own (ops_phases); the others one after another,
-# the emulated devices, the slowest to converge, last.
+# `make test-ops` so that `make test` stays within CI's hour on 2 cores. One after another in this
+# order, the emulated devices, the slowest to converge, last; but WAITING runs in a lane of its own.
 OPS_SCENARIOS = {
     ("connect", "mirror"): "a site mirrored to a core with its own CA, by the kit's playbooks on two "
     "inventories: the uplink cut for 10 minutes, the worker killed -9, the core's copy compared record "
@@ -138,6 +137,8 @@ OPS_SCENARIOS = {
         "emulated",
     ): "the agent and the base roles on emulated arm64 and armhf devices (qemu-user)",
 }
+# The scenario that mostly waits (its uplink cut for 10 minutes, the copy's return).
+WAITING = ("connect", "mirror")
 
 
 def molecule_scenarios() -> list[tuple[str, str]]:
@@ -343,11 +344,13 @@ def ops_phases() -> list[Item]:
             _e2e("-m", "frame or migration", env={"PIKIT_E2E_SUITE": "bookworm"}),
         ),
     ]
-    molecule = [(f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), idle))) for r, s in OPS_SCENARIOS]
-    # The mirror mostly waits (its uplink cut for 10 minutes, the copy's return), so it runs in a
-    # lane of its own, beside the scenarios that take CPU: one after another, its 27 minutes would
-    # add to theirs (2026-12-06: it passed in 27 minutes beside lane 1 and the other scenarios).
-    waiting, *busy = molecule
+    molecule = {
+        (r, s): (f"molecule {r}/{s}", _molecule(r, s, ops_tests.get((r, s), idle))) for r, s in OPS_SCENARIOS
+    }
+    # WAITING runs in a lane of its own, beside the scenarios that take CPU: one after another, its
+    # 27 minutes would add to theirs (2026-12-06: it passed in 27 minutes beside lane 1 and the others).
+    waiting = molecule.pop(WAITING)
+    busy = list(molecule.values())
     scenarios: list[Phase] = [
         (
             "unit tests of the day-2 procedures (the CA rotation, a mirror's identity exchange)",

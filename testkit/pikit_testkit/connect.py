@@ -80,16 +80,15 @@ class LocalWorker:
         self.proc.terminate()
         try:
             self.proc.wait(timeout=grace)
+            self.proc = None
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGQUIT)
             time.sleep(2)
-            self.proc.kill()
-            self.proc.wait(timeout=30)
+            self.kill()
             log = self.work / "connect.log"
             warnings.warn(
                 f"Connect worker alive {grace:.0f} s after SIGTERM, killed; its threads: {log}", stacklevel=2
             )
-        self.proc = None
 
     def reconcile(
         self, connectors: list[dict[str, Any]], check: bool = False, **given: Any
