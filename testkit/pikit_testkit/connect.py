@@ -75,14 +75,15 @@ class LocalWorker:
         """SIGTERM, and after `grace` seconds SIGKILL, as systemd's TimeoutStopSec does to the
         role's unit. A worker that outlives its grace first dumps its threads into connect.log
         (SIGQUIT), so the reason it hung is kept."""
-        if self.proc is None:
+        proc = self.proc
+        if proc is None:
             return
-        self.proc.terminate()
+        proc.terminate()
         try:
-            self.proc.wait(timeout=grace)
+            proc.wait(timeout=grace)
             self.proc = None
         except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGQUIT)
+            proc.send_signal(signal.SIGQUIT)
             time.sleep(2)
             self.kill()
             log = self.work / "connect.log"
